@@ -1,0 +1,49 @@
+#!/bin/bash
+# build.sh NAME SRCDIR: configure (once) and build QEMU from SRCDIR in
+# build/NAME.  base and fork share the one configure line below, so that the
+# only difference between the two builds is the patch series.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+name=${1:?usage: build.sh NAME SRCDIR}
+src=$(cd "${2:?usage: build.sh NAME SRCDIR}" && pwd)
+out=$top/build/$name
+jobs=${JOBS:-$(nproc)}
+
+CONFIGURE_ARGS=(
+    --target-list=x86_64-softmmu
+    --enable-tools
+    --enable-linux-aio
+    --enable-linux-io-uring
+    --enable-vhost-user-blk-server
+    --disable-docs
+    --with-git-submodules=ignore
+)
+if command -v ccache >/dev/null; then
+    CONFIGURE_ARGS+=(--cc="ccache cc" --cxx="ccache c++")
+fi
+PRODUCTS=(qemu-system-x86_64 qemu-img qemu-io qemu-nbd
+          storage-daemon/qemu-storage-daemon)
+
+for tool in ninja meson; do
+    command -v "$tool" >/dev/null ||
+        { echo "build: error: $tool not found; run 'make deps' first" >&2; exit 1; }
+done
+
+# Reconfigure only when the configure line changes; ninja re-runs meson by
+# itself when meson.build files change.
+want="${CONFIGURE_ARGS[*]}"
+if [ ! -f "$out/build.ninja" ] || [ "$(cat "$out/.configure-args" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$out"
+    mkdir -p "$out"
+    echo "build: configuring $name from $src"
+    (cd "$out" && "$src/configure" "${CONFIGURE_ARGS[@]}") >"$out.configure.log" 2>&1 ||
+        { tail -n 30 "$out.configure.log" >&2
+          echo "build: error: configure of $name failed; full log in $out.configure.log" >&2
+          exit 1; }
+    echo "$want" >"$out/.configure-args"
+fi
+
+echo "build: building $name with $jobs jobs"
+ninja -C "$out" -j "$jobs" "${PRODUCTS[@]}"
+"$top/scripts/firmware.sh" "$out" "$src"

@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Run the fork's test suites on one build (build/fork by default).
+
+Suites: the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
+group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
+each aio mode.  Every test runs under a timeout, so a hang is a failure.
+
+Known failures of the base are listed in tests/known-failures, each with its
+reason and the issue that fixes it.  They are reported as expected failures
+("xfail"); one that passes is reported as "xpass".  Tests listed there as
+"flaky" are retried once, visibly.  Any other failure fails the run.
+
+The last line is "N passed, N failed, N skipped"; the exit code is 0 when
+nothing failed.
+"""
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+QOS_DEVICES = ['virtio-blk-pci', 'virtio-scsi-pci', 'vhost-user-blk-pci']
+QTESTS = ['drive_del-test', 'hd-geo-test', 'cdrom-test', 'device-plug-test',
+          'fuzz-virtio-scsi-test']
+IOTEST_CONFIGS = {
+    'raw-threads': ['-raw', '-i', 'threads'],
+    'raw-native': ['-raw', '-nocache', '-i', 'native'],
+    'raw-io_uring': ['-raw', '-i', 'io_uring'],
+    'qcow2-threads': ['-qcow2', '-i', 'threads'],
+    'qcow2-native': ['-qcow2', '-nocache', '-i', 'native'],
+    'qcow2-io_uring': ['-qcow2', '-i', 'io_uring'],
+}
+# Not in group "quick", but tests of what the fork changes or fixes.
+EXTRA_IOTESTS = ['281', 'graph-changes-while-io']
+
+QTEST_TIMEOUT = 600
+HANG_TIMEOUT = 90
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class KnownFailures:
+    """tests/known-failures: SUITE-PATTERN TEST ISSUE KIND REASON..."""
+
+    def __init__(self, path):
+        self.entries = []
+        with open(path, encoding='utf-8') as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith('#'):
+                    continue
+                fields = line.split(None, 4)
+                if len(fields) < 5 or fields[3] not in ('fail', 'hang',
+                                                        'flaky'):
+                    sys.exit(f'{path}:{n}: expected "SUITE TEST ISSUE '
+                             f'fail|hang|flaky REASON"')
+                self.entries.append(fields)
+
+    def lookup(self, suite, test):
+        for pat, name, issue, kind, reason in self.entries:
+            if fnmatch.fnmatchcase(suite, pat) and name == test:
+                return kind, f'{issue}: {reason}'
+        return None, None
+
+
+class Results:
+    def __init__(self, known):
+        self.known = known
+        self.items = []
+
+    def add(self, suite, test, status, detail=''):
+        """status: pass, fail, skip or timeout, as the test ended."""
+        kind, reason = self.known.lookup(suite, test)
+        if kind in ('fail', 'hang'):
+            if status in ('fail', 'timeout'):
+                status, detail = 'xfail', reason
+            elif status == 'pass':
+                status, detail = 'xpass', reason
+        self.items.append({'suite': suite, 'test': test, 'status': status,
+                           'detail': detail})
+        if status not in ('pass', 'skip'):
+            log(f'  {status.upper()}: {suite} {test} {detail}')
+        return status
+
+    def is_flaky(self, suite, test):
+        return self.known.lookup(suite, test)[0] == 'flaky'
+
+    def count(self, status, suite=None):
+        return sum(1 for i in self.items if i['status'] == status and
+                   (suite is None or i['suite'].split(':')[0] == suite))
+
+
+def descendants(pid):
+    """All live descendants of pid, found through /proc."""
+    children = {}
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f'/proc/{d}/stat', encoding='utf-8') as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(')', 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(pid, include_self=False):
+    for p in descendants(pid) + ([pid] if include_self else []):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def qemu_env(build):
+    env = dict(os.environ)
+    env.update({
+        'QTEST_QEMU_BINARY': f'{build}/qemu-system-x86_64',
+        'QTEST_QEMU_IMG': f'{build}/qemu-img',
+        'QTEST_QEMU_STORAGE_DAEMON_BINARY':
+            f'{build}/storage-daemon/qemu-storage-daemon',
+        'PYTHONUNBUFFERED': '1',
+        'MALLOC_PERTURB_': '219',
+    })
+    return env
+
+
+def run_unit(build, res, jobs):
+    log('== unit tests')
+    logbase = 'iobatch-unit'
+    r = subprocess.run(['meson', 'test', '-C', build, '--suite', 'unit',
+                        '--no-rebuild', '--num-processes', str(jobs),
+                        '--print-errorlogs', '--logbase', logbase],
+                       env=qemu_env(build), check=False)
+    path = f'{build}/meson-logs/{logbase}.json'
+    if not os.path.exists(path):
+        res.add('unit', 'meson-test', 'fail', f'meson test exited {r.returncode}')
+        return
+    status = {'OK': 'pass', 'SKIP': 'skip', 'TIMEOUT': 'timeout',
+              'EXPECTEDFAIL': 'pass'}
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            t = json.loads(line)
+            res.add('unit', t['name'], status.get(t['result'], 'fail'),
+                    t['result'])
+
+
+TAP_RE = re.compile(r'^(ok|not ok) \d+ (\S+)(.*)$')
+
+
+def run_tap_binary(cmd, build, suite, res, timeout):
+    """Run a glib test binary with --tap; one result per test case."""
+    log(f'-- {" ".join(os.path.relpath(c, TOP) if c.startswith("/") else c for c in cmd)}')
+    p = subprocess.Popen(cmd + ['--tap', '-k'], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         env=qemu_env(build), start_new_session=True)
+    timer = threading.Timer(timeout, kill_tree, (p.pid, True))
+    timer.start()
+    seen = 0
+    for line in p.stdout:
+        m = TAP_RE.match(line)
+        if not m:
+            if line.startswith('#') or not line.strip():
+                continue
+            print('   ', line, end='')
+            continue
+        seen += 1
+        if m.group(1) == 'ok':
+            status = 'skip' if '# SKIP' in m.group(3) else 'pass'
+        else:
+            status = 'fail'
+        res.add(suite, m.group(2), status, m.group(3).strip())
+    p.wait()
+    timed_out = not timer.is_alive()
+    timer.cancel()
+    if timed_out:
+        res.add(suite, os.path.basename(cmd[0]), 'timeout',
+                f'killed after {timeout}s')
+    elif p.returncode != 0 or seen == 0:
+        res.add(suite, os.path.basename(cmd[0]), 'fail',
+                f'exit status {p.returncode}, {seen} test cases reported')
+
+
+def qos_prefixes(build):
+    """The qos-test path prefixes that end at the block devices we test."""
+    out = subprocess.run([f'{build}/tests/qtest/qos-test', '-l'],
+                         env=qemu_env(build), capture_output=True,
+                         text=True, check=True).stdout.split()
+    prefixes = set()
+    for path in out:
+        if not path.startswith('/x86_64/'):
+            continue
+        parts = path.split('/')
+        for dev in QOS_DEVICES:
+            if dev in parts:
+                prefixes.add('/'.join(parts[:parts.index(dev) + 1]))
+    return sorted(prefixes)
+
+
+def run_qtests(build, res):
+    log('== block qtests (x86_64)')
+    qos = f'{build}/tests/qtest/qos-test'
+    prefixes = qos_prefixes(build)
+    for dev in QOS_DEVICES:
+        if not any(p.endswith('/' + dev) for p in prefixes):
+            res.add('qtest', f'qos-test:{dev}', 'fail',
+                    'no qos-test path for this device')
+    for prefix in prefixes:
+        run_tap_binary([qos, '-r', prefix], build, 'qtest', res,
+                       QTEST_TIMEOUT)
+    for t in QTESTS:
+        run_tap_binary([f'{build}/tests/qtest/{t}'], build, 'qtest', res,
+                       QTEST_TIMEOUT)
+
+
+def run_check(build, config, tests, res, timeout, tmp):
+    """Run qemu-iotests' check on the given tests; a watchdog kills the
+    test that is running when it exceeds its time limit."""
+    suite = f'iotests:{config}'
+    args = IOTEST_CONFIGS[config]
+    env = qemu_env(build)
+    env['TEST_DIR'] = tempfile.mkdtemp(prefix='scratch', dir=tmp)
+    env['SOCK_DIR'] = tempfile.mkdtemp(prefix='sock', dir=tmp)
+    cmd = ['./check', '-tap'] + args + tests
+    p = subprocess.Popen(cmd, cwd=f'{build}/tests/qemu-iotests', env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    current = {'test': None, 'since': 0.0, 'killed': set()}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def limit(test):
+        kind, _ = res.known.lookup(suite, test)
+        return HANG_TIMEOUT if kind == 'hang' else timeout
+
+    def watchdog():
+        while not done.wait(1):
+            with lock:
+                t = current['test']
+                if t and time.monotonic() - current['since'] > limit(t):
+                    log(f'  TIMEOUT: {suite} {t}: killing it after {limit(t)}s')
+                    current['killed'].add(t)
+                    current['test'] = None
+                    kill_tree(p.pid)
+
+    w = threading.Thread(target=watchdog, daemon=True)
+    w.start()
+    results = {}
+    for line in p.stdout:
+        print('   ', line, end='', flush=True)
+        m = re.match(r'^# running \S+ (\S+)$', line)
+        if m:
+            with lock:
+                current['test'], current['since'] = m.group(1), time.monotonic()
+            continue
+        m = re.match(r'^(ok|not ok) \S+ (\S+)( # SKIP)?', line)
+        if m:
+            with lock:
+                current['test'] = None
+            if m.group(1) == 'not ok':
+                status = 'fail'
+            else:
+                status = 'skip' if m.group(3) else 'pass'
+            results[m.group(2)] = status
+    p.wait()
+    done.set()
+    w.join()
+    for t in tests:
+        status = results.get(t)
+        if t in current['killed']:
+            status = 'timeout'
+        elif status is None:
+            status = 'fail'
+        results[t] = status
+    return suite, results
+
+
+def run_iotests(build, res, configs, timeout):
+    check = f'{build}/tests/qemu-iotests'
+    with tempfile.TemporaryDirectory(prefix='iobatch_iotests_') as tmp:
+        for config in configs:
+            log(f'== qemu-iotests {config} ({" ".join(IOTEST_CONFIGS[config])})')
+            fmt = IOTEST_CONFIGS[config][0]
+            tests = subprocess.run(['./check', '-n', fmt, '-g', 'quick'] +
+                                   EXTRA_IOTESTS, cwd=check,
+                                   capture_output=True, text=True,
+                                   check=True).stdout.split()
+            suite, results = run_check(build, config, tests, res, timeout,
+                                       tmp)
+            retry = [t for t, s in results.items()
+                     if s in ('fail', 'timeout') and res.is_flaky(suite, t)]
+            if retry:
+                log(f'  RETRY (listed as flaky): {" ".join(retry)}')
+                _, again = run_check(build, config, retry, res, timeout, tmp)
+                for t in retry:
+                    log(f'  RETRY: {suite} {t}: {results[t]} then {again[t]}')
+                    results[t] = again[t]
+            for t in tests:
+                res.add(suite, t, results[t])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--build', default='fork',
+                    help='build to test: a name under build/ or a path '
+                         '(default: fork)')
+    ap.add_argument('--suite', action='append',
+                    choices=['unit', 'qtest', 'iotests'],
+                    help='run only this suite (repeatable)')
+    ap.add_argument('--iotests', action='append',
+                    choices=sorted(IOTEST_CONFIGS),
+                    help='run only this iotests configuration (repeatable)')
+    ap.add_argument('--iotest-timeout', type=int, default=300,
+                    help='seconds one iotest may take (default: 300)')
+    ap.add_argument('--jobs', type=int, default=os.cpu_count())
+    ap.add_argument('--json', help='write the results here')
+    args = ap.parse_args()
+
+    build = args.build if '/' in args.build else f'{TOP}/build/{args.build}'
+    build = os.path.abspath(build)
+    if not os.path.exists(f'{build}/qemu-system-x86_64'):
+        sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
+                 f'(make build)')
+    suites = args.suite or ['unit', 'qtest', 'iotests']
+    res = Results(KnownFailures(f'{TOP}/tests/known-failures'))
+    t0 = time.monotonic()
+
+    if 'unit' in suites:
+        run_unit(build, res, args.jobs)
+    if 'qtest' in suites:
+        run_qtests(build, res)
+    if 'iotests' in suites:
+        run_iotests(build, res, args.iotests or list(IOTEST_CONFIGS),
+                    args.iotest_timeout)
+
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as f:
+            json.dump(res.items, f, indent=1)
+    log(f'\n== summary ({os.path.relpath(build, TOP)}, '
+        f'{(time.monotonic() - t0) / 60:.1f} min)')
+    for s in suites:
+        log(f'{s:8} {res.count("pass", s)} passed, '
+            f'{res.count("fail", s) + res.count("timeout", s)} failed, '
+            f'{res.count("skip", s)} skipped, {res.count("xfail", s)} '
+            f'expected failures, {res.count("xpass", s)} unexpected passes')
+    bad = [i for i in res.items if i['status'] in ('fail', 'timeout')]
+    for i in bad:
+        log(f'FAILED: {i["suite"]} {i["test"]} ({i["status"]}) {i["detail"]}')
+    for i in res.items:
+        if i['status'] == 'xpass':
+            log(f'NOW PASSING (remove from tests/known-failures): '
+                f'{i["suite"]} {i["test"]} ({i["detail"]})')
+    log(f'expected failures (tests/known-failures): {res.count("xfail")}')
+    log(f'{res.count("pass") + res.count("xpass")} passed, {len(bad)} failed, '
+        f'{res.count("skip")} skipped')
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
