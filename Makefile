@@ -51,7 +51,7 @@ check-patches: fetch
 
 # The fork's tests (tests/run.py); the whole tree is built first, since the
 # suites need the unit tests, qtests and iotests binaries.
-test: fork
+test: fork check-patches
 	ninja -C build/fork -j $(JOBS) >build/fork.all.log || \
 	    { tail -n 40 build/fork.all.log; exit 1; }
 	python3 tests/run.py --build fork --json build/test-results.json $(TESTFLAGS)

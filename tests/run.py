@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the fork's test suites on one build (build/fork by default).
 
-Suites: the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
+Suites: tests/smoke.py; the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode.  Every test runs under a timeout, so a hang is a failure.
 
@@ -141,6 +141,23 @@ def qemu_env(build):
         'MALLOC_PERTURB_': '219',
     })
     return env
+
+
+def run_smoke(build, res):
+    log('== smoke (tests/smoke.py)')
+    r = subprocess.run([sys.executable, f'{TOP}/tests/smoke.py', build],
+                       capture_output=True, text=True, timeout=300,
+                       check=False)
+    print(r.stdout + r.stderr, end='', flush=True)
+    n = 0
+    for line in r.stdout.splitlines():
+        m = re.match(r'^(ok|FAIL) +([^:]+)(?::(.*))?$', line)
+        if m:
+            n += 1
+            res.add('smoke', m.group(2).strip(),
+                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
+    if r.returncode != 0 and n == 0:
+        res.add('smoke', 'smoke.py', 'fail', f'exit status {r.returncode}')
 
 
 def run_unit(build, res, jobs):
@@ -323,7 +340,7 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['unit', 'qtest', 'iotests'],
+                    choices=['smoke', 'unit', 'qtest', 'iotests'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -339,10 +356,12 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['unit', 'qtest', 'iotests']
+    suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures'))
     t0 = time.monotonic()
 
+    if 'smoke' in suites:
+        run_smoke(build, res)
     if 'unit' in suites:
         run_unit(build, res, args.jobs)
     if 'qtest' in suites:
