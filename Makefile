@@ -4,13 +4,15 @@
 
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
-# Build the fork from another tree, e.g. FORK_SRC=tree after 'make tree'.
-FORK_SRC ?= build/src/fork
 
 export JOBS
+# Let ccache share objects between clones of this repo in other directories
+# (CI builds in a fresh clone): paths are hashed relative to the checkout.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := true
 
 .PHONY: all setup deps fetch base fork build tree export check-patches \
-	test test-base smoke run install clean distclean help
+	test test-base tree-build test-tree smoke run install clean distclean help
 
 all: build
 
@@ -33,8 +35,13 @@ base: fetch
 	scripts/build.sh base build/src/base
 
 fork: fetch
-	@if [ "$(FORK_SRC)" = build/src/fork ]; then scripts/fork-src.sh; fi
-	scripts/build.sh fork $(FORK_SRC)
+	scripts/fork-src.sh
+	scripts/build.sh fork build/src/fork
+
+# The developer tree of 'make tree', built as it is into build/tree; test it
+# with 'make test-tree'.
+tree-build:
+	scripts/build.sh tree tree
 
 build: base fork
 
@@ -61,6 +68,11 @@ test-base: base
 	ninja -C build/base -j $(JOBS) >build/base.all.log || \
 	    { tail -n 40 build/base.all.log; exit 1; }
 	python3 tests/run.py --build base --json build/test-results-base.json $(TESTFLAGS)
+
+test-tree: tree-build
+	ninja -C build/tree -j $(JOBS) >build/tree.all.log || \
+	    { tail -n 40 build/tree.all.log; exit 1; }
+	python3 tests/run.py --build tree $(TESTFLAGS)
 
 smoke: fork
 	python3 tests/smoke.py build/fork

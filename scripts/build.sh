@@ -30,9 +30,9 @@ for tool in ninja meson; do
         { echo "build: error: $tool not found; run 'make deps' first" >&2; exit 1; }
 done
 
-# Reconfigure only when the configure line changes; ninja re-runs meson by
+# Reconfigure only when the source or the configure line changes; ninja re-runs meson by
 # itself when meson.build files change.
-want="${CONFIGURE_ARGS[*]}"
+want="$src ${CONFIGURE_ARGS[*]}"
 if [ ! -f "$out/build.ninja" ] || [ "$(cat "$out/.configure-args" 2>/dev/null)" != "$want" ]; then
     rm -rf "$out"
     mkdir -p "$out"
