@@ -51,9 +51,11 @@ def log(msg):
 
 
 class KnownFailures:
-    """tests/known-failures: SUITE-PATTERN TEST ISSUE KIND REASON..."""
+    """tests/known-failures: WHERE TEST ISSUE KIND REASON..., where WHERE
+    is an fnmatch pattern for BUILD:SUITE."""
 
-    def __init__(self, path):
+    def __init__(self, path, build):
+        self.build = build
         self.entries = []
         with open(path, encoding='utf-8') as f:
             for n, line in enumerate(f, 1):
@@ -63,13 +65,14 @@ class KnownFailures:
                 fields = line.split(None, 4)
                 if len(fields) < 5 or fields[3] not in ('fail', 'hang',
                                                         'flaky'):
-                    sys.exit(f'{path}:{n}: expected "SUITE TEST ISSUE '
+                    sys.exit(f'{path}:{n}: expected "WHERE TEST ISSUE '
                              f'fail|hang|flaky REASON"')
                 self.entries.append(fields)
 
     def lookup(self, suite, test):
         for pat, name, issue, kind, reason in self.entries:
-            if fnmatch.fnmatchcase(suite, pat) and name == test:
+            if (fnmatch.fnmatchcase(f'{self.build}:{suite}', pat) and
+                    name == test):
                 return kind, f'{issue}: {reason}'
         return None, None
 
@@ -359,7 +362,8 @@ def main():
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
     suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests']
-    res = Results(KnownFailures(f'{TOP}/tests/known-failures'))
+    res = Results(KnownFailures(f'{TOP}/tests/known-failures',
+                                os.path.basename(build)))
     t0 = time.monotonic()
 
     if 'smoke' in suites:

@@ -1,0 +1,84 @@
+# Helpers for workloads (sourced by /init before the workload, under sh -e).
+
+mark() { echo "@@MARK $*"; }
+fail() { echo "@@ERROR $*"; exit 1; }
+
+# wait_dev DEV [SECONDS]: wait for a block device node to appear.
+wait_dev() {
+    n=0
+    while [ ! -b "$1" ]; do
+        n=$((n + 1)); [ $n -le $((${2:-10} * 10)) ] || fail "no device $1"
+        usleep 100000
+    done
+}
+
+# fio_json NAME ARGS...: run fio with JSON output, print it between markers.
+fio_json() {
+    name=$1; shift
+    rc=0
+    fio --eta=never --output-format=json --output="/tmp/$name.json" "$@" || rc=$?
+    echo "@@FIO-BEGIN $name"
+    cat "/tmp/$name.json"
+    echo "@@FIO-END $name rc=$rc"
+    [ $rc -eq 0 ] || fail "fio $name rc=$rc"
+}
+
+# verify_job DEV ENGINE SIZE_MB [fio options...]: the standard verify
+# workload, two jobs on two halves of the first 2*SIZE_MB of DEV: one at
+# iodepth 1, one at iodepth 32; mixed random reads and writes, block sizes
+# 512 B..256 KiB, an fsync (flush) every 16 writes, verify=crc32c, fatal.
+verify_job() {
+    dev=$1 eng=$2 mb=$3; shift 3
+    cat > /tmp/verify.fio <<JOB
+[global]
+filename=$dev
+direct=1
+ioengine=$eng
+rw=randrw
+rwmixread=40
+bsrange=512-256k
+verify=crc32c
+verify_fatal=1
+fsync=${FSYNC:-16}
+hipri=${HIPRI:-0}
+size=${mb}M
+[qd1]
+iodepth=1
+offset=0
+[qd32]
+iodepth=32
+offset=${mb}M
+JOB
+    fio_json "verify-$(basename "$dev")" "$@" /tmp/verify.fio
+}
+
+# zero_discard DEV OFFSET_MB LEN_MB: write-zeroes (BLKZEROOUT) and discard
+# on a written region; the zeroed region must read back as zeroes, the
+# discarded one must be readable and writable (verified) again.
+zero_discard() {
+    dev=$1 off=$2 len=$3 q=/sys/block/$(basename "$1")/queue
+    wz=$(cat $q/write_zeroes_max_bytes) dz=$(cat $q/discard_max_bytes)
+    echo "@@INFO $dev write_zeroes_max_bytes=$wz discard_max_bytes=$dz"
+    [ "${REQUIRE_WZ:-1}" = 0 ] || [ "$wz" -gt 0 ] || fail "$dev: no write-zeroes support"
+    [ "$dz" -gt 0 ] || fail "$dev: no discard support"
+    fio --eta=never --name=fill --filename="$dev" --direct=1 --rw=write --bs=64k \
+        --offset=${off}M --size=$((2 * len))M --verify=crc32c --verify_fatal=1 \
+        --output=/dev/null || fail "fill before zero/discard"
+    /bin/blkdiscard -z -o $((off * 1048576)) -l $((len * 1048576)) "$dev" || fail "blkdiscard -z"
+    got=$(dd if="$dev" bs=1M skip=$off count=$len iflag=direct 2>/dev/null | md5sum)
+    want=$(dd if=/dev/zero bs=1M count=$len 2>/dev/null | md5sum)
+    [ "$got" = "$want" ] || fail "$dev: write-zeroes region does not read as zeroes"
+    /bin/blkdiscard -o $(((off + len) * 1048576)) -l $((len * 1048576)) "$dev" || fail "blkdiscard"
+    dd if="$dev" of=/dev/null bs=1M skip=$((off + len)) count=$len iflag=direct 2>/dev/null \
+        || fail "read after discard"
+    fio --eta=never --name=refill --filename="$dev" --direct=1 --rw=randwrite --bs=4k \
+        --offset=$((off + len))M --size=${len}M --verify=crc32c --verify_fatal=1 \
+        --output=/dev/null || fail "verify after discard"
+    mark "zero-discard ok $dev"
+}
+
+# irq_count PATTERN: sum of all CPUs' interrupts on /proc/interrupts lines
+# matching PATTERN (e.g. virtio1-req.1).
+irq_count() {
+    awk -v p="$1" '$NF == p || $(NF) ~ p"$" { s = 0; for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i; else break; t += s } END { print t + 0 }' /proc/interrupts
+}
