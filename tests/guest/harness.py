@@ -1,0 +1,406 @@
+"""Run one guest case: start a QEMU build with a disk configuration and a
+workload, drive QMP scenarios, collect the serial log and fio's JSON.
+
+Stdlib only, plus QEMU's own python/qemu package from the build's source
+tree.  Every run has a deadline: a lost notification shows up as a hang,
+and the case then fails with the tail of the serial log.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GUEST_DIR = os.path.join(ROOT, 'guest')
+WORKLOADS = os.path.join(GUEST_DIR, 'workloads')
+CMDLINE = 'console=ttyS0 clocksource=tsc tsc=reliable quiet panic=-1'
+
+
+def use_qemu_python(build: str) -> None:
+    """Import QEMUMachine from the build's own source tree."""
+    src = {'fork': 'fork', 'base': 'base'}.get(build, build)
+    for tree in (os.path.join(ROOT, 'build', 'src', src, 'python'),
+                 os.path.join(ROOT, 'build', 'src', 'base', 'python')):
+        if os.path.isdir(os.path.join(tree, 'qemu', 'machine')):
+            sys.path.insert(0, tree)
+            return
+    raise SystemExit('no python/qemu under build/src/{fork,base}: run make fetch')
+
+
+class CaseFail(Exception):
+    pass
+
+
+@dataclass
+class Disk:
+    """One guest disk: a backing image on tmpfs and a virtio device."""
+    bus: str = 'virtio-blk'       # virtio-blk | virtio-scsi
+    aio: str = 'io_uring'         # threads | native | io_uring
+    iothread: bool = False
+    num_queues: int = 1
+    event_idx: bool = True
+    packed: bool = False
+    fmt: str = 'raw'              # raw (file on /dev/shm) | qcow2
+    size_mb: int = 128
+    errors: Tuple[Dict[str, str], ...] = ()  # blkdebug inject-error rules
+    werror: Optional[str] = None
+    rerror: Optional[str] = None
+
+
+@dataclass
+class Case:
+    """One table entry.  `workload` is guest/workloads/NAME.sh, run with
+    `env` set; `scenario` names what the harness does over QMP meanwhile."""
+    name: str
+    workload: str
+    disks: List[Disk]
+    env: Dict[str, str] = field(default_factory=dict)
+    machine: str = 'q35'
+    append: str = ''
+    scenario: str = 'none'
+    timeout: int = 120
+    base: bool = False            # also in the base subset
+    fsync: bool = True            # verify jobs must have issued flushes
+    doc: str = ''
+
+
+def tf(b: bool) -> str:
+    return 'on' if b else 'off'
+
+
+class Run:
+    """A running case: the VM, its serial log, markers, events."""
+
+    def __init__(self, case: Case, build: str, guest: str, tmp: str,
+                 break_notify: Optional[int]):
+        self.case, self.build, self.tmp = case, build, tmp
+        self.serial = os.path.join(tmp, 'serial.log')
+        self.pidfile = os.path.join(tmp, 'qemu.pid')
+        self.events: List[dict] = []
+        self.deadline = 0.0
+        binary = os.path.join(ROOT, 'build', build, 'qemu-system-x86_64')
+        self.qemu_img = os.path.join(ROOT, 'build', build, 'qemu-img')
+        if not os.access(binary, os.X_OK):
+            raise CaseFail(f'no {binary}')
+        from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
+        wrapper: List[str] = []
+        if break_notify is not None:
+            wrapper = gdb_wrapper(tmp, break_notify)
+        self.vm = QEMUMachine(binary, wrapper=wrapper, name=case.name,
+                              base_temp_dir=tmp, log_dir=tmp)
+        self.vm.add_args(*self.qemu_args(guest))
+
+    def qemu_args(self, guest: str) -> List[str]:
+        c = self.case
+        wl = os.path.join(self.tmp, 'workload.sh')
+        with open(wl, 'w', encoding='utf-8') as f:
+            for k, v in c.env.items():
+                f.write(f'{k}={v!s}\n')
+            with open(os.path.join(WORKLOADS, c.workload + '.sh'), encoding='utf-8') as w:
+                f.write(w.read())
+        args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', '2', '-m', '1G',
+                '-nodefaults', '-pidfile', self.pidfile,
+                '-chardev', f'file,id=ser0,path={self.serial}', '-serial', 'chardev:ser0',
+                '-kernel', os.path.join(guest, 'vmlinuz'),
+                '-initrd', os.path.join(guest, 'initrd.cpio'),
+                '-append', f'{CMDLINE} {c.append}'.strip(),
+                '-fw_cfg', f'name=opt/iobatch/workload,file={wl}']
+        if c.scenario != 'reset':
+            args.append('-no-reboot')   # a guest panic ends the run at once
+        if any(d.iothread for d in c.disks):
+            args += ['-object', 'iothread,id=io0']
+        for i, d in enumerate(c.disks):
+            args += self.disk_args(i, d)
+        return args
+
+    def disk_args(self, i: int, d: Disk) -> List[str]:
+        img = os.path.join(self.tmp, f'disk{i}.{d.fmt}')
+        if d.fmt == 'qcow2':
+            subprocess.run([self.qemu_img, 'create', '-q', '-f', 'qcow2', img,
+                            f'{d.size_mb}M'], check=True)
+        else:
+            with open(img, 'wb') as f:
+                f.truncate(d.size_mb << 20)
+        direct = tf(d.aio != 'threads')
+        args = ['-blockdev', f'driver=file,node-name=file{i},filename={img},'
+                f'aio={d.aio},cache.direct={direct}']
+        child = f'file{i}'
+        if d.errors:
+            rules = ''.join(f',inject-error.{n}.{k}={v}'
+                            for n, r in enumerate(d.errors) for k, v in r.items())
+            args += ['-blockdev', f'driver=blkdebug,node-name=dbg{i},image={child}{rules}']
+            child = f'dbg{i}'
+        args += ['-blockdev', f'driver={d.fmt},node-name=d{i},file={child}']
+        dev = self.device_opts(i, d)
+        if d.bus == 'virtio-scsi':
+            io = ',iothread=io0' if d.iothread else ''
+            args += ['-device', f'virtio-scsi-pci,id=scsi{i},num_queues={d.num_queues},'
+                     f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}{io}',
+                     '-device', f'scsi-hd,drive=d{i},bus=scsi{i}.0,id=sd{i}']
+        else:
+            args += ['-device', dev]
+        return args
+
+    @staticmethod
+    def device_opts(i: int, d: Disk) -> str:
+        o = (f'virtio-blk-pci,id=vd{i},drive=d{i},num-queues={d.num_queues},'
+             f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}')
+        if d.iothread:
+            o += ',iothread=io0'
+        if d.werror:
+            o += f',werror={d.werror}'
+        if d.rerror:
+            o += f',rerror={d.rerror}'
+        return o
+
+    # -- observing the guest ------------------------------------------------
+    def log(self) -> str:
+        try:
+            with open(self.serial, 'rb') as f:
+                return f.read().decode('utf-8', 'replace')
+        except FileNotFoundError:
+            return ''
+
+    def poll_events(self) -> None:
+        if self.vm.is_running():
+            try:
+                self.events += self.vm.get_qmp_events(wait=False)
+            except Exception:  # pylint: disable=broad-except
+                pass
+
+    def wait_marker(self, pattern: str, count: int = 1, timeout: Optional[float] = None) -> re.Match:
+        """Wait until the serial log has `count` matches of `pattern`."""
+        until = self.deadline if timeout is None else min(self.deadline, time.time() + timeout)
+        rx = re.compile(pattern)
+        while True:
+            text = self.log()
+            m = list(rx.finditer(text))
+            if len(m) >= count:
+                return m[count - 1]
+            err = re.search(r'@@ERROR .*', text)
+            if err:
+                raise CaseFail(f'guest error: {err.group(0)}')
+            if not self.vm.is_running():
+                raise CaseFail(f'QEMU exited (rc {self.vm.exitcode()}) before /{pattern}/')
+            if time.time() > until:
+                what = 'timeout' if until == self.deadline else 'gave up'
+                raise CaseFail(f'{what} after {self.case.timeout if what == "timeout" else timeout}s'
+                               f' waiting for /{pattern}/ (hang? lost notification?)')
+            self.poll_events()
+            time.sleep(0.2)
+
+    def qmp(self, cmd: str, **args) -> dict:
+        r = self.vm.qmp(cmd, **args)
+        if 'error' in r:
+            raise CaseFail(f'QMP {cmd}: {r["error"]}')
+        self.poll_events()
+        return r['return']
+
+    def event(self, name: str, timeout: float = 30) -> dict:
+        for e in self.events:
+            if e['event'] == name:
+                self.events.remove(e)
+                return e
+        ev = self.vm.event_wait(name, timeout=min(timeout, max(1, self.deadline - time.time())))
+        if ev is None:
+            raise CaseFail(f'no {name} event within {timeout}s')
+        return ev
+
+    def kill(self) -> None:
+        try:
+            self.vm.kill()
+        except Exception:  # pylint: disable=broad-except
+            pass
+        # Under the gdb wrapper, QEMU is gdb's child: end it by its own pid.
+        try:
+            with open(self.pidfile, encoding='ascii') as f:
+                os.kill(int(f.read().strip()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def gdb_wrapper(tmp: str, after: int) -> List[str]:
+    """Run QEMU under gdb, and make every virtio_notify() and
+    virtio_notify_irqfd() after the first `after` return without notifying
+    the guest: a deliberately lost notification."""
+    if not shutil.which('gdb'):
+        if os.geteuid() == 0:
+            subprocess.run(['apt-get', 'install', '-y', '-q', 'gdb'], check=True,
+                           stdout=subprocess.DEVNULL)
+        else:
+            raise SystemExit('--break-notify needs gdb: apt-get install -y gdb')
+    script = os.path.join(tmp, 'drop-notify.gdb')
+    with open(script, 'w', encoding='ascii') as f:
+        f.write('set confirm off\nset pagination off\n'
+                'handle SIGUSR1 SIGUSR2 SIGPIPE SIGALRM nostop noprint pass\n'
+                'set $n = 0\n')
+        for fn in ('virtio_notify', 'virtio_notify_irqfd'):
+            f.write(f'break {fn} if ($n = $n + 1) > {after}\n'
+                    'commands\nsilent\nreturn\ncontinue\nend\n')
+        f.write('run\n')
+    return ['gdb', '-q', '-nx', '-batch', '-x', script, '--args']
+
+
+# -- scenarios: what the harness does while the workload runs -----------------
+
+def sc_none(r: Run) -> None:
+    pass
+
+
+def sc_stopcont(r: Run) -> None:
+    """stop/cont several times while fio runs; it must still be running."""
+    r.wait_marker(r'@@MARK io-start')
+    time.sleep(2)
+    for _ in range(4):
+        if '@@FIO-END' in r.log():
+            raise CaseFail('fio finished before the stops: make the workload longer')
+        r.qmp('stop')
+        r.event('STOP')
+        if r.qmp('query-status')['running']:
+            raise CaseFail('still running after stop')
+        time.sleep(0.7)
+        r.qmp('cont')
+        r.event('RESUME')
+        time.sleep(1)
+
+
+def sc_reset(r: Run) -> None:
+    """system_reset during phase-2 writes; the second boot verifies phase 1."""
+    r.wait_marker(r'@@MARK phase2-running')
+    time.sleep(2)
+    if '@@RESULT' in r.log():
+        raise CaseFail('phase 2 ended before the reset')
+    r.qmp('system_reset')
+    r.event('RESET')
+    r.wait_marker(r'@@BOOT', count=2)
+    r.wait_marker(r'@@MARK phase1-verified')
+
+
+def sc_werror_stop(r: Run) -> None:
+    """The injected write error pauses the VM; it stays paused until cont."""
+    ev = r.event('BLOCK_IO_ERROR', timeout=r.case.timeout)
+    d = ev['data']
+    if d.get('action') != 'stop' or d.get('operation') != 'write':
+        raise CaseFail(f'unexpected BLOCK_IO_ERROR {d}')
+    st = r.qmp('query-status')
+    if st['running'] or st['status'] != 'io-error':
+        raise CaseFail(f'VM not paused on the error: {st}')
+    time.sleep(2)
+    st = r.qmp('query-status')
+    if st['running'] or '@@FIO-END' in r.log():
+        raise CaseFail(f'VM went on while paused on an I/O error: {st}')
+    # The blkdebug rule was once=on: the error is gone, the retry succeeds.
+    r.qmp('cont')
+    r.event('RESUME')
+
+
+def sc_hotplug(r: Run) -> None:
+    """device_del the disk after the first I/O, device_add it back."""
+    r.wait_marker(r'@@MARK unplug-me')
+    r.qmp('device_del', id='vd0')
+    r.event('DEVICE_DELETED', timeout=60)
+    r.wait_marker(r'@@MARK unplugged')
+    opts = dict(x.split('=', 1) for x in Run.device_opts(0, r.case.disks[0]).split(',')[1:])
+    typed = {k: int(v) if v.isdigit() else {'on': True, 'off': False}.get(v, v)
+             for k, v in opts.items()}
+    r.qmp('device_add', driver='virtio-blk-pci', **typed)
+    r.wait_marker(r'@@MARK replugged')
+
+
+SCENARIOS = {'none': sc_none, 'stopcont': sc_stopcont, 'reset': sc_reset,
+             'werror-stop': sc_werror_stop, 'hotplug': sc_hotplug}
+
+
+# -- results ----------------------------------------------------------------
+
+def fio_results(log: str) -> List[Tuple[str, dict]]:
+    out = []
+    for m in re.finditer(r'@@FIO-BEGIN (\S+)\r?\n(.*?)@@FIO-END \S+ rc=(\d+)', log, re.S):
+        text = m.group(2)
+        text = text[text.find('{'):]   # fio may print notes before the JSON
+        try:
+            out.append((m.group(1), json.loads(text)))
+        except ValueError as e:
+            raise CaseFail(f'fio {m.group(1)}: bad JSON ({e})') from e
+    return out
+
+
+def check_fio(case: Case, results: List[Tuple[str, dict]]) -> None:
+    if not results:
+        raise CaseFail('no fio results in the serial log')
+    for name, res in results:
+        for j in res['jobs']:
+            jn = f'{name}/{j["jobname"]}'
+            if j['error']:
+                raise CaseFail(f'fio {jn}: error {j["error"]}')
+            if j['read']['io_bytes'] + j['write']['io_bytes'] == 0:
+                raise CaseFail(f'fio {jn}: no I/O')
+            if j['jobname'] in ('qd1', 'qd32') and '--verify_only' not in j.get('job options', {}):
+                if not (j['read']['io_bytes'] and j['write']['io_bytes']):
+                    raise CaseFail(f'fio {jn}: reads and writes not mixed')
+                if case.fsync and not j.get('sync', {}).get('total_ios'):
+                    raise CaseFail(f'fio {jn}: no flushes')
+            if j['jobname'] == 'qd32' and j['job options'].get('iodepth', '32') == '32':
+                lv = j.get('iodepth_level', {})
+                if not any(float(v) > 0 for k, v in lv.items() if k != '1'):
+                    raise CaseFail(f'fio {jn}: never more than one I/O in flight')
+
+
+def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = None,
+             keep: bool = False) -> Tuple[bool, str, float]:
+    """Returns (ok, reason, seconds)."""
+    t0 = time.time()
+    tmp = tempfile.mkdtemp(prefix=f'iobatch-guest-{case.name}-', dir='/dev/shm')
+    r = None
+    try:
+        r = Run(case, build, guest, tmp, break_notify)
+        r.deadline = time.time() + case.timeout
+        r.vm.launch()
+        SCENARIOS[case.scenario](r)
+        m = r.wait_marker(r'@@RESULT rc=(\d+)', count=2 if case.scenario == 'reset' else 1)
+        if m.group(1) != '0':
+            raise CaseFail(f'workload exited {m.group(1)}')
+        r.poll_events()
+        if case.env.get('EXPECT_EVENT'):
+            want = case.env['EXPECT_EVENT']
+            if not any(e['event'] == 'BLOCK_IO_ERROR' and e['data'].get('action') == want
+                       for e in r.events):
+                raise CaseFail(f'no BLOCK_IO_ERROR event with action {want}')
+        try:
+            r.vm.wait(timeout=max(5, int(r.deadline - time.time())))
+        except Exception as e:  # pylint: disable=broad-except
+            raise CaseFail(f'QEMU did not exit after poweroff: {e}') from e
+        check_fio(case, fio_results(r.log()))
+        return True, '', time.time() - t0
+    except CaseFail as e:
+        tail = ''
+        if r is not None:
+            r.kill()
+            tail = '\n'.join('    | ' + l for l in r.log().splitlines()[-25:])
+            qlog = (r.vm.get_log() or '').strip()
+            if qlog:
+                tail += '\n    qemu: ' + '\n    qemu: '.join(qlog.splitlines()[-10:])
+        return False, f'{e}\n{tail}', time.time() - t0
+    finally:
+        if r is not None:
+            r.kill()
+        if keep:
+            print(f'# kept {tmp}', flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def build_guest() -> str:
+    p = subprocess.run([os.path.join(GUEST_DIR, 'build-guest.sh')], stdout=subprocess.PIPE,
+                       check=False, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f'guest/build-guest.sh failed (rc {p.returncode})')
+    return p.stdout.strip().splitlines()[-1]

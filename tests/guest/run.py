@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Guest end-to-end tests: real Linux guests under TCG drive a QEMU build.
+
+    python3 tests/guest/run.py --build fork|base [--subset base] [--case NAME...]
+
+Prints `ok NAME` / `FAIL NAME: reason` per case and `N passed, N failed`;
+exits 1 if any case failed.  See docs/guest-tests.md.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--build', default='fork', help='build/NAME to test (fork, base)')
+    ap.add_argument('--subset', choices=['all', 'base'], default=None,
+                    help='base: the smaller subset (default for --build base)')
+    ap.add_argument('--case', nargs='+', default=[], metavar='NAME',
+                    help='run only these cases (names or prefixes)')
+    ap.add_argument('--list', action='store_true', help='print the case table')
+    ap.add_argument('--timeout-scale', type=float, default=1.0,
+                    help='multiply every case timeout (slow machine)')
+    ap.add_argument('--break-notify', type=int, metavar='N', default=None,
+                    help='check the harness: run QEMU under gdb and drop every virtio '
+                    'guest notification after the first N; cases must FAIL by timeout')
+    ap.add_argument('--keep', action='store_true', help='keep each case\'s temp dir')
+    a = ap.parse_args()
+
+    harness.use_qemu_python(a.build)
+    import cases  # pylint: disable=import-outside-toplevel
+
+    missing = cases.pairwise_missing()
+    if missing:
+        print('FAIL pairwise-table: uncovered pairs: ' + ', '.join(missing))
+        print('0 passed, 1 failed')
+        return 1
+
+    subset = a.subset or ('base' if a.build == 'base' else 'all')
+    todo = [c for c in cases.CASES if subset == 'all' or c.base]
+    if a.case:
+        todo = [c for c in todo if any(c.name == n or c.name.startswith(n) for n in a.case)]
+        if not todo:
+            print(f'no case matches {a.case}')
+            print('0 passed, 1 failed')
+            return 1
+    if a.list:
+        for c in todo:
+            print(f'{c.name:40} {c.scenario:12} {c.doc}')
+        return 0
+
+    guest = harness.build_guest()
+    print(f'# guest {guest}; build/{a.build}; {len(todo)} cases', flush=True)
+    passed = failed = 0
+    t0 = time.time()
+    for c in todo:
+        c.timeout = int(c.timeout * a.timeout_scale)
+        ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep)
+        if ok:
+            passed += 1
+            print(f'ok {c.name} ({secs:.0f}s)', flush=True)
+        else:
+            failed += 1
+            first, _, rest = why.partition('\n')
+            print(f'FAIL {c.name}: {first} ({secs:.0f}s)', flush=True)
+            if rest.strip():
+                print(rest, flush=True)
+    print(f'# total {time.time() - t0:.0f}s')
+    print(f'{passed} passed, {failed} failed')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
