@@ -40,8 +40,9 @@ bsrange=512-256k
 verify=crc32c
 verify_fatal=1
 fsync=${FSYNC:-16}
-hipri=${HIPRI:-0}
+$([ "${HIPRI:-0}" = 0 ] || echo hipri=1)
 size=${mb}M
+loops=${LOOPS:-1}
 [qd1]
 iodepth=1
 offset=0
@@ -49,7 +50,8 @@ offset=0
 iodepth=32
 offset=${mb}M
 JOB
-    fio_json "verify-$(basename "$dev")" "$@" /tmp/verify.fio
+    n=verify; case " $* " in *" --verify_only "*) n=verifyonly ;; esac
+    fio_json "$n-$(basename "$dev")" "$@" /tmp/verify.fio
 }
 
 # zero_discard DEV OFFSET_MB LEN_MB: write-zeroes (BLKZEROOUT) and discard

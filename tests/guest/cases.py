@@ -64,7 +64,7 @@ CASES = [
 ] + [
     Case('stop-cont', 'verify',
          [Disk(aio='native', iothread=True, num_queues=2)],
-         env={'DEV': '/dev/vda', 'MB': '96', 'ENGINE': 'io_uring'},
+         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
          scenario='stopcont', base=True, timeout=180,
          doc='QMP stop/cont 4x during fio; fio completes and verifies'),
 

@@ -172,6 +172,8 @@ class Run:
     def poll_events(self) -> None:
         if self.vm.is_running():
             try:
+                # A command runs the QMP client's loop, which queues events.
+                self.vm.qmp('query-status')
                 self.events += self.vm.get_qmp_events(wait=False)
             except Exception:  # pylint: disable=broad-except
                 pass
@@ -198,7 +200,7 @@ class Run:
             time.sleep(0.2)
 
     def qmp(self, cmd: str, **args) -> dict:
-        r = self.vm.qmp(cmd, **args)
+        r = self.vm.qmp(cmd, args_dict=args)   # keys as given (event_idx)
         if 'error' in r:
             raise CaseFail(f'QMP {cmd}: {r["error"]}')
         self.poll_events()
@@ -258,7 +260,7 @@ def sc_none(r: Run) -> None:
 def sc_stopcont(r: Run) -> None:
     """stop/cont several times while fio runs; it must still be running."""
     r.wait_marker(r'@@MARK io-start')
-    time.sleep(2)
+    time.sleep(1)
     for _ in range(4):
         if '@@FIO-END' in r.log():
             raise CaseFail('fio finished before the stops: make the workload longer')
@@ -266,10 +268,10 @@ def sc_stopcont(r: Run) -> None:
         r.event('STOP')
         if r.qmp('query-status')['running']:
             raise CaseFail('still running after stop')
-        time.sleep(0.7)
+        time.sleep(0.5)
         r.qmp('cont')
         r.event('RESUME')
-        time.sleep(1)
+        time.sleep(0.7)
 
 
 def sc_reset(r: Run) -> None:
@@ -343,7 +345,7 @@ def check_fio(case: Case, results: List[Tuple[str, dict]]) -> None:
                 raise CaseFail(f'fio {jn}: error {j["error"]}')
             if j['read']['io_bytes'] + j['write']['io_bytes'] == 0:
                 raise CaseFail(f'fio {jn}: no I/O')
-            if j['jobname'] in ('qd1', 'qd32') and '--verify_only' not in j.get('job options', {}):
+            if j['jobname'] in ('qd1', 'qd32') and not name.startswith('verifyonly-'):
                 if not (j['read']['io_bytes'] and j['write']['io_bytes']):
                     raise CaseFail(f'fio {jn}: reads and writes not mixed')
                 if case.fsync and not j.get('sync', {}).get('total_ios'):
@@ -365,7 +367,10 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         r.deadline = time.time() + case.timeout
         r.vm.launch()
         SCENARIOS[case.scenario](r)
-        m = r.wait_marker(r'@@RESULT rc=(\d+)', count=2 if case.scenario == 'reset' else 1)
+        m = r.wait_marker(r'@@RESULT rc=(\d+)')
+        err = re.search(r'@@ERROR .*', r.log())
+        if err:
+            raise CaseFail(f'guest error: {err.group(0)}')
         if m.group(1) != '0':
             raise CaseFail(f'workload exited {m.group(1)}')
         r.poll_events()

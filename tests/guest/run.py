@@ -9,6 +9,7 @@ exits 1 if any case failed.  See docs/guest-tests.md.
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -33,6 +34,8 @@ def main() -> int:
                     'guest notification after the first N; cases must FAIL by timeout')
     ap.add_argument('--keep', action='store_true', help='keep each case\'s temp dir')
     a = ap.parse_args()
+    # On SIGTERM (a CI timeout), unwind so that each case kills its QEMU.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     harness.use_qemu_python(a.build)
     import cases  # pylint: disable=import-outside-toplevel
