@@ -51,7 +51,7 @@ def _pw_name(r):
             f'-{"packed" if pk else "split"}-{fmt}')
 
 
-VERIFY_ENV = {'DEV': '/dev/vda', 'MB': '16', 'ZERO': '1'}
+VERIFY_ENV = {'DEV': '/dev/vda', 'MB': '32', 'ZERO': '1'}
 
 CASES = [
     Case(_pw_name(r), 'verify',

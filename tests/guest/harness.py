@@ -366,6 +366,12 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         r = Run(case, build, guest, tmp, break_notify)
         r.deadline = time.time() + case.timeout
         r.vm.launch()
+        if break_notify is not None:
+            time.sleep(2)
+            with open(os.path.join(tmp, case.name + '.log'), encoding='utf-8') as f:
+                glog = f.read()
+            if 'not defined' in glog or glog.count('Breakpoint ') < 2:
+                raise CaseFail('--break-notify: gdb did not set both breakpoints')
         SCENARIOS[case.scenario](r)
         m = r.wait_marker(r'@@RESULT rc=(\d+)')
         err = re.search(r'@@ERROR .*', r.log())
