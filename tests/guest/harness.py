@@ -7,6 +7,7 @@ and the case then fails with the tail of the serial log.
 """
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from typing import Dict, List, Optional, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUEST_DIR = os.path.join(ROOT, 'guest')
 WORKLOADS = os.path.join(GUEST_DIR, 'workloads')
+logging.getLogger('qemu').setLevel(logging.CRITICAL)   # we report failures ourselves
 CMDLINE = 'console=ttyS0 clocksource=tsc tsc=reliable quiet panic=-1'
 
 
@@ -224,7 +226,11 @@ class Run:
         # Under the gdb wrapper, QEMU is gdb's child: end it by its own pid.
         try:
             with open(self.pidfile, encoding='ascii') as f:
-                os.kill(int(f.read().strip()), signal.SIGKILL)
+                pid = int(f.read().strip())
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                mine = self.pidfile.encode() in f.read()   # not a reused pid
+            if mine:
+                os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError):
             pass
 
@@ -385,10 +391,13 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
             if not any(e['event'] == 'BLOCK_IO_ERROR' and e['data'].get('action') == want
                        for e in r.events):
                 raise CaseFail(f'no BLOCK_IO_ERROR event with action {want}')
-        try:
-            r.vm.wait(timeout=max(5, int(r.deadline - time.time())))
-        except Exception as e:  # pylint: disable=broad-except
-            raise CaseFail(f'QEMU did not exit after poweroff: {e}') from e
+        until = max(r.deadline, time.time() + 10)
+        while r.vm.is_running() and time.time() < until:
+            time.sleep(0.2)
+        if r.vm.is_running():
+            raise CaseFail('QEMU did not exit after the guest powered off')
+        if r.vm.exitcode() != 0:
+            raise CaseFail(f'QEMU exited with {r.vm.exitcode()}')
         check_fio(case, fio_results(r.log()))
         return True, '', time.time() - t0
     except CaseFail as e:
