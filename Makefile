@@ -11,7 +11,7 @@ export JOBS
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all setup deps fetch base fork build tree export check-patches \
+.PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke run install clean distclean help
 
 all: build
@@ -23,6 +23,7 @@ help:
 	@echo 'make tree           a git tree of the fork in tree/ to edit'
 	@echo 'make export         write tree/ back to patches/'
 	@echo 'make check-patches  series applies, checkpatch.pl, Signed-off-by'
+	@echo 'make check-bisect   every prefix of the series builds, passes unit tests'
 	@echo 'make install PREFIX=DIR   install the fork'
 
 deps:
@@ -55,6 +56,11 @@ export:
 
 check-patches: fetch
 	scripts/check-patches.sh
+
+# Every prefix of the series builds and passes the unit tests (slow: one
+# incremental build per patch, in build/bisect).
+check-bisect: fetch
+	scripts/check-bisect.sh
 
 # The fork's tests (tests/run.py); the whole tree is built first, since the
 # suites need the unit tests, qtests and iotests binaries.
