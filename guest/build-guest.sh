@@ -108,5 +108,6 @@ cp "$work/k/boot/vmlinuz-$uname_r" "$out.tmp/vmlinuz"
 (cd "$r" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) > "$out.tmp/initrd.cpio"
 rm -rf "$out"; mv "$out.tmp" "$out"
 ln -sfn "$key" "$cache/current"
+find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +   # old guests
 log "guest ready: $out ($(du -sh "$out/initrd.cpio" | cut -f1) initramfs)"
 echo "$out"
