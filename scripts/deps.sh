@@ -14,6 +14,8 @@ PACKAGES=(
     seabios ipxe-qemu qemu-system-data
     # tests: checkpatch.pl, cdrom-test, io-channel tests, iotests
     perl genisoimage socat python3 file
+    # the built-in guest of tests/guest (guest/build-guest.sh), benchmarks
+    busybox-static fio dmsetup util-linux cpio kmod strace
 )
 
 missing=()

@@ -3,7 +3,7 @@
 
 Suites: tests/smoke.py; the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
-each aio mode.  Every test runs under a timeout, so a hang is a failure.
+each aio mode; the guest end-to-end tests of tests/guest.  Every test runs under a timeout, so a hang is a failure.
 
 Known failures of the base are listed in tests/known-failures, each with its
 reason and the issue that fixes it.  They are reported as expected failures
@@ -43,6 +43,7 @@ IOTEST_CONFIGS = {
 EXTRA_IOTESTS = ['281', 'graph-changes-while-io']
 
 QTEST_TIMEOUT = 600
+GUEST_TIMEOUT = 1800
 HANG_TIMEOUT = 90
 
 
@@ -161,6 +162,36 @@ def run_smoke(build, res):
                     'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
     if r.returncode != 0 and n == 0:
         res.add('smoke', 'smoke.py', 'fail', f'exit status {r.returncode}')
+
+
+def run_guest(build, res):
+    """tests/guest/run.py: real Linux guests under TCG (docs/guest-tests.md).
+    Every case has its own timeout; this one only bounds a stuck harness."""
+    log('== guest end-to-end tests (tests/guest/run.py)')
+    name = os.path.basename(build)
+    p = subprocess.Popen([sys.executable, f'{TOP}/tests/guest/run.py',
+                          '--build', name], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    timer = threading.Timer(GUEST_TIMEOUT, kill_tree, (p.pid, True))
+    timer.start()
+    n = 0
+    for line in p.stdout:
+        print('   ', line, end='', flush=True)
+        m = re.match(r'^(ok|FAIL) (\S+?)(?:: (.*))?(?: \(\d+s\))?$', line.rstrip())
+        if m:
+            n += 1
+            res.add('guest', m.group(2),
+                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
+    p.wait()
+    timed_out = not timer.is_alive()
+    timer.cancel()
+    if timed_out:
+        res.add('guest', 'run.py', 'timeout', f'killed after {GUEST_TIMEOUT}s')
+    elif p.returncode != 0 and not any(i['status'] == 'fail' for i in res.items
+                                       if i['suite'] == 'guest'):
+        res.add('guest', 'run.py', 'fail',
+                f'exit status {p.returncode}, {n} cases reported')
 
 
 def run_unit(build, res, jobs):
@@ -345,7 +376,7 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['smoke', 'unit', 'qtest', 'iotests'],
+                    choices=['smoke', 'unit', 'qtest', 'iotests', 'guest'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -361,7 +392,7 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests']
+    suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests', 'guest']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -375,6 +406,8 @@ def main():
     if 'iotests' in suites:
         run_iotests(build, res, args.iotests or list(IOTEST_CONFIGS),
                     args.iotest_timeout)
+    if 'guest' in suites:
+        run_guest(build, res)
 
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:

@@ -74,13 +74,15 @@ def check_disk(build, tmp, aio):
         '-blockdev', 'raw,file=file0,node-name=disk0',
         '-device', 'virtio-blk-pci,drive=disk0,iothread=io0,id=vblk0'], tmp)
     vm.launch()
-    dev = 'vblk0/virtio-backend'
-    for off, length, pat in WRITES:
-        qemu_io(vm, dev, f'write -P {pat:#x} {off} {length}')
-    for off, length, pat in READS:
-        qemu_io(vm, dev, f'read -P {pat:#x} {off} {length}')
-    qemu_io(vm, dev, 'flush')
-    vm.shutdown()
+    try:
+        dev = 'vblk0/virtio-backend'
+        for off, length, pat in WRITES:
+            qemu_io(vm, dev, f'write -P {pat:#x} {off} {length}')
+        for off, length, pat in READS:
+            qemu_io(vm, dev, f'read -P {pat:#x} {off} {length}')
+        qemu_io(vm, dev, 'flush')
+    finally:
+        vm.shutdown()
     log = vm.get_log()
     if 'verification failed' in log or 'error' in log.lower():
         return f'aio={aio}: QEMU reported: {log.strip()}'
