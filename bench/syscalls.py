@@ -104,7 +104,7 @@ def requests_done(vm):
     raise RuntimeError('no blockstats for the disk')
 
 
-def one_run(build, aio, qd, secs, guest, tmp):
+def one_run(build, aio, qd, secs, guest, tmp, event_idx=True):
     harness.use_qemu_python(build)
     from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
     img = os.path.join(tmp, 'disk.img')
@@ -133,7 +133,8 @@ def one_run(build, aio, qd, secs, guest, tmp):
               '-blockdev', f'driver=file,node-name=f0,filename={img},'
                            f'aio={aio},cache.direct={direct}',
               '-blockdev', 'driver=raw,node-name=d0,file=f0',
-              '-device', 'virtio-blk-pci,id=vd0,drive=d0,iothread=io0'])
+              '-device', 'virtio-blk-pci,id=vd0,drive=d0,iothread=io0,'
+                         f'event_idx={"on" if event_idx else "off"}'])
     vm.launch()
     try:
         deadline = time.time() + 180 + secs
@@ -174,6 +175,8 @@ def main():
     ap.add_argument('--aio', nargs='+', default=['native', 'io_uring'])
     ap.add_argument('--secs', type=int, default=8)
     ap.add_argument('--builds', nargs='+', default=['base', 'fork'])
+    ap.add_argument('--event-idx', choices=['on', 'off'], default='on',
+                    help='the device\'s event_idx property (default: on)')
     ap.add_argument('--json', help='write all runs here')
     a = ap.parse_args()
     if not subprocess.run(['which', 'strace'], capture_output=True,
@@ -187,8 +190,10 @@ def main():
                 for build in a.builds:
                     with tempfile.TemporaryDirectory(prefix='iobatch-sc-',
                                                      dir='/dev/shm') as tmp:
-                        r = one_run(build, aio, qd, a.secs, guest, tmp)
-                    r.update(build=build, aio=aio, qd=qd, rep=rep)
+                        r = one_run(build, aio, qd, a.secs, guest, tmp,
+                                    a.event_idx == 'on')
+                    r.update(build=build, aio=aio, qd=qd, rep=rep,
+                             event_idx=a.event_idx)
                     runs.append(r)
                     print(json.dumps(r), flush=True)
     if a.json:
