@@ -67,7 +67,8 @@ check-bisect: fetch
 test: fork check-patches
 	ninja -C build/fork -j $(JOBS) >build/fork.all.log || \
 	    { tail -n 40 build/fork.all.log; exit 1; }
-	python3 tests/run.py --build fork --json build/test-results.json $(TESTFLAGS)
+	python3 tests/run.py --build fork --json build/test-results.json \
+	    --summary build/test-summary.txt $(TESTFLAGS)
 
 # The same suites on the unpatched base, for comparison.
 test-base: base

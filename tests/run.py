@@ -385,6 +385,7 @@ def main():
                     help='seconds one iotest may take (default: 300)')
     ap.add_argument('--jobs', type=int, default=os.cpu_count())
     ap.add_argument('--json', help='write the results here')
+    ap.add_argument('--summary', help='write the summary line here')
     args = ap.parse_args()
 
     build = args.build if '/' in args.build else f'{TOP}/build/{args.build}'
@@ -427,8 +428,12 @@ def main():
             log(f'NOW PASSING (remove from tests/known-failures): '
                 f'{i["suite"]} {i["test"]} ({i["detail"]})')
     log(f'expected failures (tests/known-failures): {res.count("xfail")}')
-    log(f'{res.count("pass") + res.count("xpass")} passed, {len(bad)} failed, '
-        f'{res.count("skip")} skipped')
+    summary = (f'{res.count("pass") + res.count("xpass")} passed, '
+               f'{len(bad)} failed, {res.count("skip")} skipped')
+    if args.summary:
+        with open(args.summary, 'w', encoding='utf-8') as f:
+            f.write(summary + '\n')
+    log(summary)
     return 1 if bad else 0
 
 
