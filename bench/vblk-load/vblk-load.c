@@ -131,6 +131,8 @@ static volatile sig_atomic_t got_signal;
 static void cleanup(void)
 {
     if (qemu_pid > 0) {
+        /* QEMU runs in its own process group: this also stops wrappers' children */
+        kill(-qemu_pid, SIGTERM);
         kill(qemu_pid, SIGTERM);
         for (int i = 0; i < 200; i++) {
             if (waitpid(qemu_pid, NULL, WNOHANG) == qemu_pid) {
@@ -140,6 +142,7 @@ static void cleanup(void)
             usleep(10000);
         }
         if (qemu_pid > 0) {
+            kill(-qemu_pid, SIGKILL);
             kill(qemu_pid, SIGKILL);
             waitpid(qemu_pid, NULL, 0);
             qemu_pid = -1;
@@ -235,6 +238,7 @@ static uint64_t now_ns(void)
 static char rbuf[65536];
 static size_t rlen, rpos;
 static unsigned long qtest_cmds;
+static char last_cmd[256];
 
 static void qtest_send(const char *cmd)
 {
@@ -280,7 +284,8 @@ static void qtest_readline(char *line, size_t size)
         }
         double left = deadline - now_s();
         if (left <= 0) {
-            die("timeout (%.1fs) waiting for a qtest response from QEMU", opt.timeout);
+            die("timeout (%.1fs) waiting for QEMU to answer the qtest command '%s' "
+                "(QEMU's main loop is stuck, or the device never answers)", opt.timeout, last_cmd);
         }
         struct pollfd pfd = { .fd = qfd, .events = POLLIN };
         int r = poll(&pfd, 1, (int)(left * 1000) + 1);
@@ -318,6 +323,7 @@ static uint64_t qtest_cmd(const char *fmt, ...)
     if (n < 0 || n >= (int)sizeof(cmd) - 1) {
         die("qtest command too long");
     }
+    memcpy(last_cmd, cmd, n + 1);
     cmd[n] = '\n';
     cmd[n + 1] = 0;
     qtest_send(cmd);
@@ -443,6 +449,7 @@ struct vq {
     uint64_t seq_next;
     bool irq_pending;
     unsigned inflight;
+    unsigned *free, nfree;
 };
 
 static struct vq *vqs;
@@ -552,17 +559,17 @@ static void verify_read(struct slot *s)
     for (unsigned off = 0; off < opt.bs; off += 512) {
         fill_pattern(expect, s->sector + off / 512, 512);
         if (memcmp(expect, buf + off, 512)) {
-            die("verify: data mismatch at sector %" PRIu64, s->sector + off / 512);
+            die("verify: data mismatch at sector %" PRIu64 " (reading back what this run "
+                "wrote; a null-co backend cannot pass --verify)", s->sector + off / 512);
         }
     }
     n_verified++;
 }
 
-/* Reap completions; returns number reaped. Resubmits unless stopping. */
+/* Reap completions into the queue's free list; returns number reaped. */
 static unsigned reap(struct vq *q)
 {
     uint16_t used = __atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE);
-    uint16_t old_avail = q->avail_idx;
     unsigned n = 0;
     uint64_t t = 0;
     while (q->last_used != used) {
@@ -596,17 +603,27 @@ static unsigned reap(struct vq *q)
                 verify_read(s);
             }
         }
+        q->free[q->nfree++] = id / 3;
         n++;
-        if (!stopping) {
-            submit_slot(q, s);
-        }
     }
-    if (use_event_idx && !opt.irq) {
+    if (n && use_event_idx && !opt.irq) {
         /* poll mode: keep the device's interrupt threshold far away */
         q->avail[2 + q->size] = q->last_used + 0x7fff;
     }
-    kick_if_needed(q, old_avail);
     return n;
+}
+
+/* Submit all free slots (unless stopping) and kick if the device wants it. */
+static void refill(struct vq *q)
+{
+    uint16_t old = q->avail_idx;
+    if (!stopping) {
+        for (unsigned i = 0; i < q->nfree; i++) {
+            submit_slot(q, &q->slots[q->free[i]]);
+        }
+    }
+    q->nfree = 0;
+    kick_if_needed(q, old);
 }
 
 /* irq mode: ask for an interrupt at the next completion */
@@ -1025,6 +1042,7 @@ static void start_qemu(int lfd)
         die("fork: %s", strerror(errno));
     }
     if (pid == 0) {
+        setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) {
             _exit(127);
@@ -1325,6 +1343,10 @@ static void virtio_init(void)
             q->avail[2 + qs] = 0x7fff;
         }
         q->slots = calloc(opt.depth, sizeof(struct slot));
+        q->free = calloc(opt.depth, sizeof(unsigned));
+        if (!q->slots || !q->free) {
+            die("out of memory");
+        }
         for (unsigned s = 0; s < opt.depth; s++) {
             struct slot *sl = &q->slots[s];
             sl->hdr_gpa = ram_alloc(16, 16);
@@ -1397,9 +1419,12 @@ static void run(double *elapsed)
                 q->irq_pending = true;
             }
             if (!opt.irq || q->irq_pending) {
+                /*
+                 * Like a guest driver: reap, re-enable the interrupt and
+                 * check again (irq mode), then submit the freed slots.
+                 */
                 unsigned before = q->inflight;
-                unsigned n = reap(q);
-                if (n) {
+                if (reap(q)) {
                     progressed = true;
                 }
                 if (opt.irq) {
@@ -1408,6 +1433,7 @@ static void run(double *elapsed)
                         q->irq_pending = false;
                     }
                 }
+                refill(q);
                 total_inflight -= before - q->inflight;
             }
         }
