@@ -105,7 +105,8 @@ static struct {
     unsigned queues, depth, bs;
     enum rwmode rw;
     unsigned rwmix_read;
-    double duration;
+    double duration, ramp;
+    bool strace;
     bool event_idx, iothread, irq, json, verify;
     const char *blockdev;
     double timeout;
@@ -127,9 +128,20 @@ static char mem_path[256];
 static char log_path[256];
 static int qfd = -1;
 static volatile sig_atomic_t got_signal;
+static pid_t strace_pid = -1;
+static char strace_path[256];
 
 static void cleanup(void)
 {
+    if (strace_pid > 0) {
+        kill(strace_pid, SIGKILL);
+        waitpid(strace_pid, NULL, 0);
+        strace_pid = -1;
+    }
+    if (strace_path[0]) {
+        unlink(strace_path);
+        strace_path[0] = 0;
+    }
     if (qemu_pid > 0) {
         /* QEMU runs in its own process group: this also stops wrappers' children */
         kill(-qemu_pid, SIGTERM);
@@ -455,8 +467,11 @@ struct vq {
 static struct vq *vqs;
 static bool use_event_idx;
 static uint64_t capacity_sectors, io_sectors;
-static uint64_t n_done, n_reads, n_writes, n_kicks, n_notifs, n_verified;
-static bool stopping;
+/* counted only while measuring (after --ramp, before the final drain) */
+static uint64_t n_done, n_reads, n_writes, n_kicks, n_notifs;
+/* counted always */
+static uint64_t n_all, n_verified;
+static bool stopping, measuring;
 static uint64_t rng_state;
 static uint8_t *written_map;
 
@@ -538,7 +553,7 @@ static void kick_if_needed(struct vq *q, uint16_t old)
     }
     if (kick) {
         writew(q->notify_addr, q->idx);
-        n_kicks++;
+        n_kicks += measuring;
     }
 }
 
@@ -588,20 +603,21 @@ static unsigned reap(struct vq *q)
         if (!t) {
             t = now_ns();
         }
-        hist[hist_idx(t - s->submit_ns)]++;
         s->inflight = false;
         q->inflight--;
-        n_done++;
+        n_all++;
+        if (measuring) {
+            hist[hist_idx(t - s->submit_ns)]++;
+            n_done++;
+            n_writes += s->write;
+            n_reads += !s->write;
+        }
         if (s->write) {
-            n_writes++;
             if (opt.verify) {
                 written_map[s->sector / (opt.bs / 512)] = 1;
             }
-        } else {
-            n_reads++;
-            if (s->check) {
-                verify_read(s);
-            }
+        } else if (s->check) {
+            verify_read(s);
         }
         q->free[q->nfree++] = id / 3;
         n++;
@@ -773,6 +789,129 @@ static void group_threads(void)
     }
 }
 
+/* ---- optional: syscalls per request by strace -f -c ---- */
+struct sysc { char name[40]; uint64_t calls, errors; };
+static struct sysc syscs[512];
+static int nsyscs;
+
+static bool all_threads_traced(void)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", qemu_pid);
+    DIR *d = opendir(path);
+    if (!d) {
+        return false;
+    }
+    struct dirent *de;
+    bool all = true;
+    int n = 0;
+    while (all && (de = readdir(d))) {
+        if (!isdigit((unsigned char)de->d_name[0])) {
+            continue;
+        }
+        char p2[128], buf[2048];
+        snprintf(p2, sizeof(p2), "/proc/%d/task/%d/status", qemu_pid, atoi(de->d_name));
+        int fd = open(p2, O_RDONLY);
+        if (fd < 0) {
+            continue;
+        }
+        ssize_t r = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (r <= 0) {
+            continue;
+        }
+        buf[r] = 0;
+        char *t = strstr(buf, "TracerPid:");
+        if (!t || atoi(t + 10) != strace_pid) {
+            all = false;
+        }
+        n++;
+    }
+    closedir(d);
+    return all && n > 0;
+}
+
+static void strace_start(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(strace_path, sizeof(strace_path), "%s/vblk-load-%d.strace",
+             tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    char pidstr[16];
+    snprintf(pidstr, sizeof(pidstr), "%d", (int)qemu_pid);
+    pid_t pid = fork();
+    if (pid < 0) {
+        die("fork: %s", strace_path);
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int nul = open("/dev/null", O_RDWR);
+        dup2(nul, 0);
+        dup2(nul, 1);
+        execlp("strace", "strace", "-f", "-c", "-qq", "-o", strace_path, "-p", pidstr,
+               (char *)NULL);
+        _exit(127);
+    }
+    strace_pid = pid;
+    double deadline = now_s() + opt.timeout;
+    while (!all_threads_traced()) {
+        int st;
+        if (waitpid(strace_pid, &st, WNOHANG) == strace_pid) {
+            strace_pid = -1;
+            die("strace failed to attach to QEMU (is strace installed, and ptrace allowed?)");
+        }
+        if (now_s() > deadline) {
+            die("strace did not attach to all QEMU threads within %.1fs", opt.timeout);
+        }
+        usleep(10000);
+    }
+}
+
+static void strace_stop(void)
+{
+    kill(strace_pid, SIGINT);
+    double deadline = now_s() + opt.timeout;
+    int st;
+    while (waitpid(strace_pid, &st, WNOHANG) != strace_pid) {
+        if (now_s() > deadline) {
+            die("strace did not finish within %.1fs", opt.timeout);
+        }
+        usleep(10000);
+    }
+    strace_pid = -1;
+    FILE *f = fopen(strace_path, "r");
+    if (!f) {
+        die("strace wrote no summary");
+    }
+    char line[256];
+    int dashes = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, "------", 6)) {
+            dashes++;
+            continue;
+        }
+        if (dashes != 1) {
+            continue;
+        }
+        char *tok[8];
+        int nt = 0;
+        for (char *p = strtok(line, " \t\n"); p && nt < 8; p = strtok(NULL, " \t\n")) {
+            tok[nt++] = p;
+        }
+        /* % time, seconds, usecs/call, calls, [errors], syscall */
+        if (nt < 5 || nsyscs == (int)(sizeof(syscs) / sizeof(syscs[0]))) {
+            continue;
+        }
+        struct sysc *c = &syscs[nsyscs++];
+        snprintf(c->name, sizeof(c->name), "%s", tok[nt - 1]);
+        c->calls = strtoull(tok[3], NULL, 10);
+        c->errors = nt >= 6 ? strtoull(tok[4], NULL, 10) : 0;
+    }
+    fclose(f);
+    if (dashes < 1) {
+        die("cannot parse the strace summary %s", strace_path);
+    }
+}
+
 /* ---- option parsing ---- */
 static void usage(FILE *f)
 {
@@ -786,6 +925,7 @@ static void usage(FILE *f)
 "  --rw MODE            read|write|randread|randwrite|randrw (default randread)\n"
 "  --rwmixread PCT      reads in randrw, percent (default 50)\n"
 "  --duration SECONDS   measured run time (default 5)\n"
+"  --ramp SECONDS       run this long before measuring (default 0)\n"
 "  --event-idx on|off   negotiate VIRTIO_RING_F_EVENT_IDX (default on)\n"
 "  --iothread on|off    put the device on an IOThread (default on)\n"
 "  --mode poll|irq      completions by polling the used ring, or by\n"
@@ -796,6 +936,8 @@ static void usage(FILE *f)
 "  --queue-size N       virtqueue size (default: 256, or larger if depth needs it)\n"
 "  --verify             check data read back against what this run wrote\n"
 "                       (needs a real backend, e.g. a file; not null-co)\n"
+"  --strace             count QEMU's syscalls per request with strace -f -c\n"
+"                       (slows QEMU down a lot; its IOPS are not comparable)\n"
 "  --seed N             random seed (default 1)\n"
 "  --timeout SECONDS    give up when QEMU or the device is silent this long (default 10)\n"
 "  --json               machine-readable output\n"
@@ -857,7 +999,7 @@ static bool parse_onoff(const char *name, const char *v)
 static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
-           O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED };
+           O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP, O_STRACE };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -865,7 +1007,7 @@ static void parse_args(int argc, char **argv)
         { "iothread", 1, 0, O_IOT }, { "mode", 1, 0, O_MODE }, { "blockdev", 1, 0, O_BDEV },
         { "json", 0, 0, O_JSON }, { "verify", 0, 0, O_VERIFY }, { "timeout", 1, 0, O_TIMEOUT },
         { "queue-size", 1, 0, O_QSIZE }, { "device-opts", 1, 0, O_DEVOPTS },
-        { "seed", 1, 0, O_SEED }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
     };
     int c;
     opterr = 0;
@@ -892,6 +1034,7 @@ static void parse_args(int argc, char **argv)
         }
         case O_MIX: opt.rwmix_read = parse_uint("--rwmixread", optarg, 0, 100); break;
         case O_DUR: opt.duration = parse_double("--duration", optarg, 0.01, 86400); break;
+        case O_RAMP: opt.ramp = parse_double("--ramp", optarg, 0, 3600); break;
         case O_EVIDX: opt.event_idx = parse_onoff("--event-idx", optarg); break;
         case O_IOT: opt.iothread = parse_onoff("--iothread", optarg); break;
         case O_MODE:
@@ -911,6 +1054,7 @@ static void parse_args(int argc, char **argv)
             break;
         case O_JSON: opt.json = true; break;
         case O_VERIFY: opt.verify = true; break;
+        case O_STRACE: opt.strace = true; break;
         case O_TIMEOUT: opt.timeout = parse_double("--timeout", optarg, 0.1, 3600); break;
         case O_QSIZE:
             opt.queue_size = parse_uint("--queue-size", optarg, 4, 1024);
@@ -1389,9 +1533,30 @@ static uint64_t ram_needed(void)
 }
 
 /* ---- main loop ---- */
+static struct rusage ru0, ru1;
+
+static void start_measuring(void)
+{
+    measuring = true;
+    n_done = n_reads = n_writes = n_kicks = n_notifs = 0;
+    memset(hist, 0, sizeof(hist));
+    getrusage(RUSAGE_SELF, &ru0);
+    snapshot_threads(0);
+}
+
+static void stop_measuring(void)
+{
+    measuring = false;
+    snapshot_threads(1);
+    getrusage(RUSAGE_SELF, &ru1);
+}
+
 static void run(double *elapsed)
 {
     stopping = false;
+    if (opt.ramp == 0) {
+        start_measuring();
+    }
     for (unsigned i = 0; i < opt.queues; i++) {
         struct vq *q = &vqs[i];
         uint16_t old = q->avail_idx;
@@ -1404,7 +1569,8 @@ static void run(double *elapsed)
         kick_if_needed(q, old);
     }
     double start = now_s();
-    double end = start + opt.duration;
+    double mstart = start + opt.ramp;
+    double end = mstart + opt.duration;
     double last_progress = start;
     uint64_t last_done = 0;
     unsigned long iter = 0;
@@ -1415,7 +1581,7 @@ static void run(double *elapsed)
             struct vq *q = &vqs[i];
             if (*q->msi_word) {
                 __atomic_exchange_n(q->msi_word, 0, __ATOMIC_ACQ_REL);
-                n_notifs++;
+                n_notifs += measuring;
                 q->irq_pending = true;
             }
             if (!opt.irq || q->irq_pending) {
@@ -1439,16 +1605,22 @@ static void run(double *elapsed)
         }
         if ((++iter & 255) == 0 || progressed) {
             double t = now_s();
+            if (!measuring && !stopping && t >= mstart) {
+                start_measuring();
+                mstart = t;
+            }
             if (!stopping && t >= end) {
+                stop_measuring();
+                *elapsed = t - mstart;
                 stopping = true;
             }
-            if (n_done != last_done) {
-                last_done = n_done;
+            if (n_all != last_done) {
+                last_done = n_all;
                 last_progress = t;
             } else if (t - last_progress > opt.timeout) {
                 die("device did not complete any request for %.1fs "
                     "(%u requests in flight, %" PRIu64 " done)",
-                    opt.timeout, total_inflight, n_done);
+                    opt.timeout, total_inflight, n_all);
             }
             if (got_signal) {
                 die("interrupted by signal %d", (int)got_signal);
@@ -1465,7 +1637,6 @@ static void run(double *elapsed)
             cpu_relax();
         }
     }
-    *elapsed = now_s() - start;
 }
 
 static const char *json_str(const char *s, char *out, size_t n)
@@ -1534,13 +1705,14 @@ int main(int argc, char **argv)
     virtio_init();
     unsigned long setup_cmds = qtest_cmds;
 
-    struct rusage ru0, ru1;
-    getrusage(RUSAGE_SELF, &ru0);
-    snapshot_threads(0);
-    double elapsed;
+    double elapsed = 0;
+    if (opt.strace) {
+        strace_start();
+    }
     run(&elapsed);
-    snapshot_threads(1);
-    getrusage(RUSAGE_SELF, &ru1);
+    if (opt.strace) {
+        strace_stop();
+    }
     group_threads();
 
     /* reset the device before stopping QEMU */
@@ -1595,6 +1767,14 @@ int main(int argc, char **argv)
                    groups[g].cpu, groups[g].cpu * per);
         }
         printf("\n  ],\n");
+        if (opt.strace) {
+            printf("  \"strace_requests\": %" PRIu64 ",\n  \"syscalls_per_req\": {", n_all);
+            for (int i = 0; i < nsyscs; i++) {
+                printf("%s\"%s\": %.4f", i ? ", " : "", json_str(syscs[i].name, buf, sizeof(buf)),
+                       n_all ? (double)syscs[i].calls / n_all : 0);
+            }
+            printf("},\n");
+        }
         printf("  \"setup_qtest_cmds\": %lu\n}\n", setup_cmds);
     } else {
         printf("vblk-load: %s bs=%u queues=%u depth=%u qsize=%u event_idx=%s iothread=%s mode=%s\n",
@@ -1624,6 +1804,16 @@ int main(int argc, char **argv)
         }
         printf("    %-23s %8.3f\n", "QEMU total", qemu_cpu * per);
         printf("    %-23s %8.3f\n", "vblk-load (this)", own_cpu * per);
+        if (opt.strace) {
+            printf("  QEMU syscalls per request (strace -f -c, over all %" PRIu64
+                   " requests incl. ramp and drain):\n", n_all);
+            for (int i = 0; i < nsyscs; i++) {
+                if (strcmp(syscs[i].name, "total")) {
+                    printf("    %-23s %8.4f\n", syscs[i].name,
+                           n_all ? (double)syscs[i].calls / n_all : 0);
+                }
+            }
+        }
     }
     fflush(stdout);
     cleanup();
