@@ -107,6 +107,7 @@ static struct {
     unsigned rwmix_read;
     double duration, ramp;
     bool strace;
+    long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
     const char *blockdev;
     double timeout;
@@ -118,7 +119,7 @@ static struct {
     .queues = 1, .depth = 32, .bs = 4096, .rw = RW_RANDREAD, .rwmix_read = 50,
     .duration = 5, .event_idx = true, .iothread = true, .irq = false,
     .blockdev = "driver=null-co,node-name=disk0,read-zeroes=on",
-    .timeout = 10, .seed = 1,
+    .timeout = 10, .seed = 1, .poll_max_ns = -1,
 };
 
 /* ---- global state for cleanup ---- */
@@ -928,6 +929,7 @@ static void usage(FILE *f)
 "  --ramp SECONDS       run this long before measuring (default 0)\n"
 "  --event-idx on|off   negotiate VIRTIO_RING_F_EVENT_IDX (default on)\n"
 "  --iothread on|off    put the device on an IOThread (default on)\n"
+"  --poll-max-ns N      the IOThread's poll-max-ns (default: QEMU's)\n"
 "  --mode poll|irq      completions by polling the used ring, or by\n"
 "                       waiting for the MSI-X message (default poll)\n"
 "  --blockdev STRING    -blockdev option (default %s);\n"
@@ -999,7 +1001,7 @@ static bool parse_onoff(const char *name, const char *v)
 static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
-           O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP, O_STRACE };
+           O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP, O_STRACE, O_POLLMAX };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -1007,7 +1009,8 @@ static void parse_args(int argc, char **argv)
         { "iothread", 1, 0, O_IOT }, { "mode", 1, 0, O_MODE }, { "blockdev", 1, 0, O_BDEV },
         { "json", 0, 0, O_JSON }, { "verify", 0, 0, O_VERIFY }, { "timeout", 1, 0, O_TIMEOUT },
         { "queue-size", 1, 0, O_QSIZE }, { "device-opts", 1, 0, O_DEVOPTS },
-        { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE },
+        { "poll-max-ns", 1, 0, O_POLLMAX }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
     };
     int c;
     opterr = 0;
@@ -1047,14 +1050,15 @@ static void parse_args(int argc, char **argv)
             }
             break;
         case O_BDEV:
-            if (!*optarg || strchr(optarg, ' ')) {
-                bad_opt("--blockdev", optarg, "must be a non-empty option string without spaces");
+            if (!*optarg) {
+                bad_opt("--blockdev", optarg, "must not be empty");
             }
             opt.blockdev = optarg;
             break;
         case O_JSON: opt.json = true; break;
         case O_VERIFY: opt.verify = true; break;
         case O_STRACE: opt.strace = true; break;
+        case O_POLLMAX: opt.poll_max_ns = parse_uint("--poll-max-ns", optarg, 0, 1000000000); break;
         case O_TIMEOUT: opt.timeout = parse_double("--timeout", optarg, 0.1, 3600); break;
         case O_QSIZE:
             opt.queue_size = parse_uint("--queue-size", optarg, 4, 1024);
@@ -1123,7 +1127,14 @@ static int listen_socket(void)
 static void start_qemu(int lfd)
 {
     char mem_obj[512], dev[512], bdev[1024], mname[64];
-    const char *m = strstr(opt.blockdev, "node-name=");
+    /* a top-level node-name= option: at the start or after a comma */
+    const char *m = NULL;
+    for (const char *p = opt.blockdev; (p = strstr(p, "node-name=")); p++) {
+        if (p == opt.blockdev || p[-1] == ',') {
+            m = p;
+            break;
+        }
+    }
     if (m) {
         size_t l = strcspn(m + 10, ",");
         if (l == 0 || l >= sizeof(node_name)) {
@@ -1162,8 +1173,17 @@ static void start_qemu(int lfd)
     argv[a++] = "-m"; argv[a++] = mname;
     argv[a++] = "-object"; argv[a++] = mem_obj;
     argv[a++] = "-machine"; argv[a++] = "memory-backend=mem";
+    char iot[96];
+    if (opt.poll_max_ns >= 0) {
+        snprintf(iot, sizeof(iot), "iothread,id=iothread0,poll-max-ns=%ld", opt.poll_max_ns);
+    } else {
+        snprintf(iot, sizeof(iot), "iothread,id=iothread0");
+    }
     if (opt.iothread) {
-        argv[a++] = "-object"; argv[a++] = "iothread,id=iothread0";
+        argv[a++] = "-object"; argv[a++] = iot;
+    } else if (opt.poll_max_ns >= 0) {
+        fprintf(stderr, "vblk-load: --poll-max-ns needs --iothread on\n");
+        exit(2);
     }
     argv[a++] = "-blockdev"; argv[a++] = bdev;
     argv[a++] = "-device"; argv[a++] = dev;
@@ -1743,6 +1763,7 @@ int main(int argc, char **argv)
         printf("  \"rw\": \"%s\", \"bs\": %u, \"queues\": %u, \"depth\": %u, "
                "\"queue_size\": %u,\n", rw_names[opt.rw], opt.bs, opt.queues, opt.depth,
                vqs[0].size);
+        printf("  \"poll_max_ns\": %ld,\n", opt.poll_max_ns);
         printf("  \"event_idx\": %s, \"iothread\": %s, \"mode\": \"%s\", \"verify\": %s,\n",
                opt.event_idx ? "true" : "false", opt.iothread ? "true" : "false",
                opt.irq ? "irq" : "poll", opt.verify ? "true" : "false");
