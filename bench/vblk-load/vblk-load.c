@@ -319,6 +319,9 @@ static void qtest_readline(char *line, size_t size)
             if (errno == EINTR || errno == EAGAIN) {
                 continue;
             }
+            if (errno == ECONNRESET) {
+                die("QEMU closed the qtest connection");
+            }
             die("qtest recv: %s", strerror(errno));
         }
         rlen += n;

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Smoke checks of vblk-load against one QEMU build, a few seconds in all:
+#   bench/vblk-load/check.sh build/fork/qemu-system-x86_64
+set -u
+QEMU=${1:?usage: check.sh PATH-TO-qemu-system-x86_64}
+case $QEMU in
+/*) ;;
+*/*) QEMU=$PWD/$QEMU ;;
+esac
+cd "$(dirname "$0")"
+V=./vblk-load
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+
+run() {  # run NAME EXPECTED-STATUS ARGS...
+    name=$1 want=$2
+    shift 2
+    out=$(timeout 60 $V "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq "$want" ]; then ok "$name"; else bad "$name (exit $rc, want $want)"; echo "$out" | tail -5; fi
+}
+
+img=$(mktemp /dev/shm/vblk-check-XXXXXX.img)
+truncate -s 16M "$img"
+run "poll, EVENT_IDX"            0 --qemu "$QEMU" --duration 0.5
+run "irq, EVENT_IDX"             0 --qemu "$QEMU" --duration 0.5 --mode irq
+run "irq, no EVENT_IDX, 2 queues" 0 --qemu "$QEMU" --duration 0.5 --mode irq --event-idx off --queues 2 --depth 8
+run "no IOThread, randrw"        0 --qemu "$QEMU" --duration 0.5 --iothread off --rw randrw
+run "verify on a file"           0 --qemu "$QEMU" --duration 0.5 --rw randrw --verify --blockdev "driver=file,filename=$img"
+run "verify fails on null-co"    1 --qemu "$QEMU" --duration 0.5 --rw randrw --verify
+run "json"                       0 --qemu "$QEMU" --duration 0.2 --json
+run "bad option"                 2 --depth 0
+run "missing QEMU"               1 --qemu /nonexistent/qemu-system-x86_64
+run "QEMU fails to start"        1 --qemu "$QEMU" --blockdev driver=no-such-driver
+rm -f "$img"
+[ $fail -eq 0 ] && echo "all passed"
+exit $fail
