@@ -12,7 +12,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
-	test test-base tree-build test-tree smoke run install clean distclean help
+	test test-base tree-build test-tree smoke vblk-load run install clean distclean help
 
 all: build
 
@@ -80,6 +80,10 @@ test-tree: tree-build
 	ninja -C build/tree -j $(JOBS) >build/tree.all.log || \
 	    { tail -n 40 build/tree.all.log; exit 1; }
 	python3 tests/run.py --build tree $(TESTFLAGS)
+
+# The guest-less virtio-blk load generator (docs/vblk-load.md).
+vblk-load:
+	$(MAKE) -C bench/vblk-load
 
 smoke: fork
 	python3 tests/smoke.py build/fork
