@@ -11,6 +11,11 @@ export JOBS
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
+# $(call build-all,NAME): everything in build/NAME, for the test suites,
+# which need the unit tests, qtests and iotests binaries too.
+build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
+	{ tail -n 40 build/$(1).all.log; exit 1; }
+
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke vblk-load run install clean distclean help
 
@@ -65,20 +70,17 @@ check-bisect: fetch
 # The fork's tests (tests/run.py); the whole tree is built first, since the
 # suites need the unit tests, qtests and iotests binaries.
 test: fork check-patches
-	ninja -C build/fork -j $(JOBS) >build/fork.all.log || \
-	    { tail -n 40 build/fork.all.log; exit 1; }
+	$(call build-all,fork)
 	python3 tests/run.py --build fork --json build/test-results.json \
 	    --summary build/test-summary.txt $(TESTFLAGS)
 
 # The same suites on the unpatched base, for comparison.
 test-base: base
-	ninja -C build/base -j $(JOBS) >build/base.all.log || \
-	    { tail -n 40 build/base.all.log; exit 1; }
+	$(call build-all,base)
 	python3 tests/run.py --build base --json build/test-results-base.json $(TESTFLAGS)
 
 test-tree: tree-build
-	ninja -C build/tree -j $(JOBS) >build/tree.all.log || \
-	    { tail -n 40 build/tree.all.log; exit 1; }
+	$(call build-all,tree)
 	python3 tests/run.py --build tree $(TESTFLAGS)
 
 # The guest-less virtio-blk load generator (docs/vblk-load.md).

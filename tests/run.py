@@ -134,6 +134,23 @@ def kill_tree(pid, include_self=False):
             pass
 
 
+def stream(cmd, timeout, on_line, env=None):
+    """Run cmd in a session of its own, calling on_line for each line it
+    prints; kill it and all its descendants after timeout seconds.
+    Returns (exit status, whether it was killed)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=env,
+                         start_new_session=True)
+    timer = threading.Timer(timeout, kill_tree, (p.pid, True))
+    timer.start()
+    for line in p.stdout:
+        on_line(line)
+    p.wait()
+    timed_out = not timer.is_alive()
+    timer.cancel()
+    return p.returncode, timed_out
+
+
 def qemu_env(build):
     env = dict(os.environ)
     env.update({
@@ -168,30 +185,26 @@ def run_guest(build, res):
     """tests/guest/run.py: real Linux guests under TCG (docs/guest-tests.md).
     Every case has its own timeout; this one only bounds a stuck harness."""
     log('== guest end-to-end tests (tests/guest/run.py)')
-    name = os.path.basename(build)
-    p = subprocess.Popen([sys.executable, f'{TOP}/tests/guest/run.py',
-                          '--build', name], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
-    timer = threading.Timer(GUEST_TIMEOUT, kill_tree, (p.pid, True))
-    timer.start()
     n = 0
-    for line in p.stdout:
+
+    def on_line(line):
+        nonlocal n
         print('   ', line, end='', flush=True)
         m = re.match(r'^(ok|FAIL) (\S+?)(?:: (.*))?(?: \(\d+s\))?$', line.rstrip())
         if m:
             n += 1
             res.add('guest', m.group(2),
                     'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
-    p.wait()
-    timed_out = not timer.is_alive()
-    timer.cancel()
+
+    rc, timed_out = stream([sys.executable, f'{TOP}/tests/guest/run.py',
+                            '--build', os.path.basename(build)],
+                           GUEST_TIMEOUT, on_line)
     if timed_out:
         res.add('guest', 'run.py', 'timeout', f'killed after {GUEST_TIMEOUT}s')
-    elif p.returncode != 0 and not any(i['status'] == 'fail' for i in res.items
-                                       if i['suite'] == 'guest'):
+    elif rc != 0 and not any(i['status'] == 'fail' for i in res.items
+                             if i['suite'] == 'guest'):
         res.add('guest', 'run.py', 'fail',
-                f'exit status {p.returncode}, {n} cases reported')
+                f'exit status {rc}, {n} cases reported')
 
 
 def run_unit(build, res, jobs):
@@ -220,34 +233,30 @@ TAP_RE = re.compile(r'^(ok|not ok) \d+ (\S+)(.*)$')
 def run_tap_binary(cmd, build, suite, res, timeout):
     """Run a glib test binary with --tap; one result per test case."""
     log(f'-- {" ".join(cmd)}')
-    p = subprocess.Popen(cmd + ['--tap', '-k'], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True,
-                         env=qemu_env(build), start_new_session=True)
-    timer = threading.Timer(timeout, kill_tree, (p.pid, True))
-    timer.start()
     seen = 0
-    for line in p.stdout:
+
+    def on_line(line):
+        nonlocal seen
         m = TAP_RE.match(line)
         if not m:
-            if line.startswith('#') or not line.strip():
-                continue
-            print('   ', line, end='')
-            continue
+            if not line.startswith('#') and line.strip():
+                print('   ', line, end='')
+            return
         seen += 1
         if m.group(1) == 'ok':
             status = 'skip' if '# SKIP' in m.group(3) else 'pass'
         else:
             status = 'fail'
         res.add(suite, m.group(2), status, m.group(3).strip())
-    p.wait()
-    timed_out = not timer.is_alive()
-    timer.cancel()
+
+    rc, timed_out = stream(cmd + ['--tap', '-k'], timeout, on_line,
+                           env=qemu_env(build))
     if timed_out:
         res.add(suite, os.path.basename(cmd[0]), 'timeout',
                 f'killed after {timeout}s')
-    elif p.returncode != 0 or seen == 0:
+    elif rc != 0 or seen == 0:
         res.add(suite, os.path.basename(cmd[0]), 'fail',
-                f'exit status {p.returncode}, {seen} test cases reported')
+                f'exit status {rc}, {seen} test cases reported')
 
 
 def qos_prefixes(build):
