@@ -68,6 +68,13 @@ CASES = [
          scenario='stopcont', base=True, timeout=180,
          doc='QMP stop/cont 4x during fio; fio completes and verifies'),
 
+    Case('stop-cont-threads', 'verify',
+         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False)],
+         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
+         scenario='stopcont', base=True, timeout=180,
+         doc='stop-cont on aio=threads: the thread pool completes requests '
+             'outside the AioContext lock, every completion notifies'),
+
     Case('reset', 'reset',
          [Disk(aio='io_uring', iothread=True, num_queues=2)],
          env={'DEV': '/dev/vda', 'ENGINE': 'io_uring'},

@@ -218,6 +218,32 @@ class Run:
             raise CaseFail(f'no {name} event within {timeout}s')
         return ev
 
+    def virtio_state(self) -> str:
+        """The device-side state of every virtqueue, for a hang report:
+        inuse > 0 means requests the device has not completed; used-idx
+        ahead of what the guest saw (signalled-used) means completions the
+        guest was not told about."""
+        if not self.vm.is_running():
+            return ''
+        out = []
+        try:
+            isr = {}
+            for dev in self.vm.qmp('x-query-virtio').get('return', []):
+                path = dev['path']
+                st = self.vm.qmp('x-query-virtio-status', path=path).get('return', {})
+                isr[path] = st.get('isr')
+                for q in range(st.get('num-vqs', 64)):
+                    r = self.vm.qmp('x-query-virtio-queue-status', path=path, queue=q)
+                    if 'error' in r:
+                        break
+                    v = r['return']
+                    out.append(f'{dev["name"]} {path} isr={isr[path]} q{q}: '
+                               + ' '.join(f'{k}={v[k]}' for k in sorted(v)
+                                          if k not in ('name', 'queue-index')))
+        except Exception as e:  # pylint: disable=broad-except
+            out.append(f'(virtio state unavailable: {e})')
+        return '\n'.join(out)
+
     def kill(self) -> None:
         try:
             self.vm.kill()
@@ -403,11 +429,14 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
     except CaseFail as e:
         tail = ''
         if r is not None:
+            state = r.virtio_state() if 'timeout' in str(e) else ''
             r.kill()
             tail = '\n'.join('    | ' + l for l in r.log().splitlines()[-25:])
             qlog = (r.vm.get_log() or '').strip()
             if qlog:
                 tail += '\n    qemu: ' + '\n    qemu: '.join(qlog.splitlines()[-10:])
+            if state:
+                tail += '\n    virtio: ' + '\n    virtio: '.join(state.splitlines())
         return False, f'{e}\n{tail}', time.time() - t0
     finally:
         if r is not None:
