@@ -17,12 +17,14 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 	{ tail -n 40 build/$(1).all.log; exit 1; }
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
-	test test-base tree-build test-tree smoke vblk-load run install clean distclean help
+	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help
 
 all: build
 
 help:
-	@echo 'make run            set up, build, and run the default smoke job'
+	@echo 'make run            set up, build both, run the quick benchmark (make bench)'
+	@echo 'make bench          base against fork; BENCHFLAGS=--full for the matrix'
+	@echo 'make smoke          the fork starts and moves data in each aio mode'
 	@echo 'make test           set up, build the fork, run its tests'
 	@echo 'make build          both builds: build/base (unpatched), build/fork'
 	@echo 'make tree           a git tree of the fork in tree/ to edit'
@@ -90,7 +92,13 @@ vblk-load:
 smoke: fork
 	python3 tests/smoke.py build/fork
 
-run: smoke
+# Base against fork, side by side (docs/benchmarks.md): about 5 minutes,
+# BENCHFLAGS=--full for the whole matrix (about an hour).  Results in
+# build/bench/ (bench.md, bench.json, plots).
+bench: build vblk-load
+	python3 bench/run.py $(BENCHFLAGS)
+
+run: bench
 
 install: fork
 	scripts/install.sh build/fork $(PREFIX)

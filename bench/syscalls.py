@@ -104,7 +104,26 @@ def requests_done(vm):
     raise RuntimeError('no blockstats for the disk')
 
 
-def one_run(build, aio, qd, secs, guest, tmp, event_idx=True):
+def thread_cpu(pid, names):
+    """{thread group: CPU seconds} from /proc/PID/task/*/schedstat."""
+    out = {}
+    for tid, name in names.items():
+        try:
+            with open(f'/proc/{pid}/task/{tid}/schedstat', encoding='ascii') as f:
+                ns = int(f.read().split()[0])
+        except OSError:
+            continue
+        group = ('main' if tid == pid else 'IOThread' if name.startswith('IO ')
+                 else 'vCPU' if name.startswith('CPU ') else 'worker' if name == 'worker'
+                 else 'other')
+        out[group] = out.get(group, 0) + ns / 1e9
+    return out
+
+
+def one_run(build, aio, qd, secs, guest, tmp, event_idx=True, trace=True):
+    """One guest fio run.  With trace, QEMU runs under strace and the
+    syscall counts are returned; without, the timings (IOPS, latency, CPU
+    per request of each QEMU thread group)."""
     harness.use_qemu_python(build)
     from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
     img = os.path.join(tmp, 'disk.img')
@@ -119,7 +138,7 @@ def one_run(build, aio, qd, secs, guest, tmp, event_idx=True):
     vm = QEMUMachine(
         os.path.join(ROOT, 'build', build, 'qemu-system-x86_64'),
         wrapper=['strace', '-f', '-ff', '-qq', '-o', prefix,
-                 '-e', 'trace=io_submit,io_uring_enter,write'],
+                 '-e', 'trace=io_submit,io_uring_enter,write'] if trace else [],
         base_temp_dir=tmp,
         args=['-M', 'q35', '-accel', 'tcg,thread=multi', '-smp', '2',
               '-name', 'bench,debug-threads=on',
@@ -145,10 +164,12 @@ def one_run(build, aio, qd, secs, guest, tmp, event_idx=True):
                               text=True, check=False).stdout.split()
         qpid = int(kids[0]) if kids else pid
         names = threads(qpid)
-        before = trace_counts(prefix, names)
+        before = trace_counts(prefix, names) if trace else {}
+        cpu0 = thread_cpu(qpid, names)
         req0 = requests_done(vm)
         text = wait_serial(serial, '@@MARK done', deadline)
-        after = trace_counts(prefix, names)
+        after = trace_counts(prefix, names) if trace else {}
+        cpu1 = thread_cpu(qpid, names)
         req1 = requests_done(vm)
         vm.shutdown(timeout=30)
     finally:
@@ -156,8 +177,18 @@ def one_run(build, aio, qd, secs, guest, tmp, event_idx=True):
             vm.kill()
     m = re.search(r'@@FIO-BEGIN randread\r?\n(.*?)@@FIO-END', text, re.S)
     fio = json.loads(m.group(1)[m.group(1).find('{'):])
-    iops = fio['jobs'][0]['read']['iops']
+    job = fio['jobs'][0]['read']
+    iops = job['iops']
     nreq = req1 - req0
+    if not trace:
+        pct = job['clat_ns']['percentile']
+        r = {'requests': nreq, 'iops': iops,
+             'p50_us': pct['50.000000'] / 1e3, 'p99_us': pct['99.000000'] / 1e3}
+        for g in cpu1:
+            r[f'{g}_us_per_req'] = (cpu1[g] - cpu0.get(g, 0)) * 1e6 / nreq
+        r['qemu_us_per_req'] = sum(cpu1.values()) * 1e6 / nreq - \
+            sum(cpu0.values()) * 1e6 / nreq
+        return r
     subs = sum(after[t].get(s, 0) - before[t].get(s, 0)
                for t in names for s in SUBMIT)
     iot = [t for t, n in names.items() if n.startswith('IO io0')]

@@ -16,6 +16,8 @@ PACKAGES=(
     perl genisoimage socat python3 file
     # the built-in guest of tests/guest (guest/build-guest.sh), benchmarks
     busybox-static fio dmsetup util-linux cpio kmod strace
+    # benchmark plots (make bench)
+    gnuplot-nox
 )
 
 missing=()

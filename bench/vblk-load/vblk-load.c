@@ -18,6 +18,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -106,7 +107,7 @@ static struct {
     enum rwmode rw;
     unsigned rwmix_read;
     double duration, ramp;
-    bool strace;
+    bool strace, spin;
     long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
     const char *blockdev;
@@ -941,6 +942,9 @@ static void usage(FILE *f)
 "  --queue-size N       virtqueue size (default: 256, or larger if depth needs it)\n"
 "  --verify             check data read back against what this run wrote\n"
 "                       (needs a real backend, e.g. a file; not null-co)\n"
+"  --spin               busy-wait for completions without ever yielding the CPU\n"
+"                       (default: yield after a short spin, as an idle vCPU\n"
+"                       would halt; spinning starves QEMU on a small machine)\n"
 "  --strace             count QEMU's syscalls per request with strace -f -c\n"
 "                       (slows QEMU down a lot; its IOPS are not comparable)\n"
 "  --seed N             random seed (default 1)\n"
@@ -1004,7 +1008,7 @@ static bool parse_onoff(const char *name, const char *v)
 static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
-           O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP, O_STRACE, O_POLLMAX };
+           O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP, O_STRACE, O_POLLMAX, O_SPIN };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -1013,7 +1017,7 @@ static void parse_args(int argc, char **argv)
         { "json", 0, 0, O_JSON }, { "verify", 0, 0, O_VERIFY }, { "timeout", 1, 0, O_TIMEOUT },
         { "queue-size", 1, 0, O_QSIZE }, { "device-opts", 1, 0, O_DEVOPTS },
         { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE },
-        { "poll-max-ns", 1, 0, O_POLLMAX }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "poll-max-ns", 1, 0, O_POLLMAX }, { "spin", 0, 0, O_SPIN }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
     };
     int c;
     opterr = 0;
@@ -1061,6 +1065,7 @@ static void parse_args(int argc, char **argv)
         case O_JSON: opt.json = true; break;
         case O_VERIFY: opt.verify = true; break;
         case O_STRACE: opt.strace = true; break;
+        case O_SPIN: opt.spin = true; break;
         case O_POLLMAX: opt.poll_max_ns = parse_uint("--poll-max-ns", optarg, 0, 1000000000); break;
         case O_TIMEOUT: opt.timeout = parse_double("--timeout", optarg, 0.1, 3600); break;
         case O_QSIZE:
@@ -1598,6 +1603,7 @@ static void run(double *elapsed)
     uint64_t last_done = 0;
     unsigned long iter = 0;
     unsigned total_inflight = opt.queues * opt.depth;
+    unsigned idle = 0;
     while (total_inflight > 0) {
         bool progressed = false;
         for (unsigned i = 0; i < opt.queues; i++) {
@@ -1656,7 +1662,11 @@ static void run(double *elapsed)
                 }
             }
         }
-        if (!progressed) {
+        if (progressed) {
+            idle = 0;
+        } else if (!opt.spin && ++idle > 64) {
+            sched_yield();      /* let QEMU's threads have the CPU */
+        } else {
             cpu_relax();
         }
     }
@@ -1766,7 +1776,8 @@ int main(int argc, char **argv)
         printf("  \"rw\": \"%s\", \"bs\": %u, \"queues\": %u, \"depth\": %u, "
                "\"queue_size\": %u,\n", rw_names[opt.rw], opt.bs, opt.queues, opt.depth,
                vqs[0].size);
-        printf("  \"poll_max_ns\": %ld,\n", opt.poll_max_ns);
+        printf("  \"poll_max_ns\": %ld, \"spin\": %s,\n", opt.poll_max_ns,
+               opt.spin ? "true" : "false");
         printf("  \"event_idx\": %s, \"iothread\": %s, \"mode\": \"%s\", \"verify\": %s,\n",
                opt.event_idx ? "true" : "false", opt.iothread ? "true" : "false",
                opt.irq ? "irq" : "poll", opt.verify ? "true" : "false");
