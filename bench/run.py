@@ -175,11 +175,14 @@ def report(res: dict, builds: List[str]) -> str:
     L = [f'Machine: {res["machine"]}', '',
          f'Command: `{res["command"]}` ({res["mode"]} mode, {res["reps"]} runs per build '
          f'and cell, alternated; {res["duration"]} s measured after {res["ramp"]} s ramp; '
-         'medians; spread = (max-min)/median of the runs).', '',
-         f'| cell | {a} IOPS | {b} IOPS | {b}/{a} | spread {a}, {b} | host fio | {b}/fio '
-         f'| IOThread µs/req {a}, {b} | QEMU µs/req {a}, {b} | notif/req {a}, {b} '
-         f'| p50 µs {a}, {b} | p99 µs {a}, {b} |',
-         '|' + ' --- |' * 12]
+         'medians; spread = (max-min)/median of the runs).']
+    if res['cells']:
+        L += ['', 'The device path: bench/vblk-load drives virtio-blk-pci on one IOThread, '
+              'interrupt mode, 4 KiB, EVENT_IDX on.', '',
+              f'| cell | {a} IOPS | {b} IOPS | {b}/{a} | spread {a}, {b} | host fio '
+              f'| {b}/fio | IOThread µs/req {a}, {b} | QEMU µs/req {a}, {b} '
+              f'| notif/req {a}, {b} | p50 µs {a}, {b} | p99 µs {a}, {b} |',
+              '|' + ' --- |' * 12]
     for name, c in res['cells'].items():
         ra, rb = c['runs'][a], c['runs'][b]
         fio = c.get('host_fio_iops')
@@ -257,15 +260,24 @@ def plots(res: dict, builds: List[str], out: str) -> List[str]:
                'plot ' + ', '.join(lines), 'unset logscale x']
         made.append('iops.png')
     # CPU per request and syscalls per request: clustered bars, base and fork
-    bars = [('cpu.png', 'QEMU CPU per request, µs (IOThread / all threads)',
-             [(n, [med(c['runs'][x], k) for k in ('iothread_us_per_req', 'qemu_us_per_req')
-                   for x in builds]) for n, c in res['cells'].items()],
-             [f'IOThread {x}' for x in builds] + [f'all {x}' for x in builds])]
+    bars = []
+    if res['cells']:
+        bars.append(('cpu.png', 'QEMU CPU per request, µs (IOThread / all threads)',
+                     [(n, [med(c['runs'][x], k)
+                           for k in ('iothread_us_per_req', 'qemu_us_per_req')
+                           for x in builds]) for n, c in res['cells'].items()],
+                     [f'IOThread {x}' for x in builds] + [f'all {x}' for x in builds]))
     if res['strace']:
         bars.append(('syscalls.png', 'Syscalls per request under strace',
                      [(n, [med(s[x], k) for k in ('submit_per_req', 'write_per_req')
                            for x in builds]) for n, s in res['strace'].items()],
                      [f'submissions {x}' for x in builds] + [f'write {x}' for x in builds]))
+    if res['guest']:
+        bars.append(('guest.png', 'TCG guest fio: kIOPS, and IOThread CPU µs per request',
+                     [(n, [med(g['runs'][x], 'iops') / 1e3 for x in builds]
+                       + [med(g['runs'][x], 'IOThread_us_per_req') for x in builds])
+                      for n, g in res['guest'].items()],
+                     [f'kIOPS {x}' for x in builds] + [f'IOThread µs/req {x}' for x in builds]))
     for png, title, rows, cols in bars:
         dat = os.path.join(out, png.replace('.png', '.dat'))
         with open(dat, 'w', encoding='utf-8') as f:
@@ -280,6 +292,8 @@ def plots(res: dict, builds: List[str], out: str) -> List[str]:
                                    + f' title "{t}"' for i, t in enumerate(cols)),
                'set xtics norotate']
         made.append(png)
+    if not made:
+        return made
     script = os.path.join(out, 'plots.gp')
     with open(script, 'w', encoding='utf-8') as f:
         f.write('\n'.join(gp) + '\n')
@@ -379,6 +393,8 @@ def main() -> None:
     ap.add_argument('--no-strace', action='store_true', help='skip the syscall pass')
     ap.add_argument('--guest', action='store_true',
                     help='add the guest fio A/B (TCG guest; --full implies it)')
+    ap.add_argument('--guest-only', action='store_true',
+                    help='only the guest fio A/B, no device pass')
     ap.add_argument('--guest-secs', type=int, default=8, help='guest fio seconds per run')
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'bench'))
     args = ap.parse_args()
@@ -395,8 +411,8 @@ def main() -> None:
         die('bench/vblk-load/vblk-load is missing: run "make vblk-load"')
     os.makedirs(args.out, exist_ok=True)
 
-    cells = matrix(args.full)
-    if args.cells:
+    cells = [] if args.guest_only else matrix(args.full)
+    if args.cells and not args.guest_only:
         cells = [c for c in cells if fnmatch.fnmatch(c.name, args.cells)]
         if not cells:
             die(f'no cell matches {args.cells!r}; the cells are:\n  '
@@ -433,7 +449,7 @@ def main() -> None:
             print(f'[strace {time.time() - t0:.0f}s] {c.name}: submissions/req '
                   + ', '.join(f'{b} {med(st[b], "submit_per_req"):.3f}' for b in args.builds),
                   flush=True)
-    if args.guest or args.full:
+    if args.guest or args.guest_only or args.full:
         guest_pass(args, res)
     res['plots'] = plots(res, args.builds, args.out)
     with open(os.path.join(args.out, 'bench.json'), 'w', encoding='utf-8') as f:
