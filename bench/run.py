@@ -359,14 +359,16 @@ def guest_report(res: dict, builds: List[str]) -> List[str]:
                  f'| {pair(r, "vCPU_us_per_req", ".0f")} '
                  f'| {pair(s, "submissions_per_req", ".3f")} '
                  f'| {pair(s, "notifications_per_req", ".3f")} |')
+    twins = []
     for n, g in res['guest'].items():
         dev = res['cells'].get(f'tmpfs-{g["aio"]} randread q1 d{g["qd"]}')
         if dev:
-            L += ['', f'The load generator on the same backend ({g["aio"]}, depth {g["qd"]}) '
-                  'reaches ' + ', '.join(
-                      f'{med(dev["runs"][x], "iops") / med(g["runs"][x], "iops"):.0f}x ({x})'
-                      for x in builds) + ' the IOPS of the TCG guest.']
-            break
+            twins.append(f'{g["aio"]} depth {g["qd"]}: ' + ', '.join(
+                f'{med(dev["runs"][x], "iops") / med(g["runs"][x], "iops"):.1f}x ({x})'
+                for x in builds))
+    if twins:
+        L += ['', 'IOPS of the load generator over those of the TCG guest, same backend: '
+              + '; '.join(twins) + '.']
     return L
 
 
@@ -397,7 +399,18 @@ def main() -> None:
                     help='only the guest fio A/B, no device pass')
     ap.add_argument('--guest-secs', type=int, default=8, help='guest fio seconds per run')
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'bench'))
+    ap.add_argument('--from', dest='from_json', metavar='JSON',
+                    help='measure nothing: remake the report and plots of a bench.json')
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json, encoding='utf-8') as f:
+            res = json.load(f)
+        os.makedirs(args.out, exist_ok=True)
+        res['plots'] = plots(res, res['builds'], args.out)
+        with open(os.path.join(args.out, 'bench.md'), 'w', encoding='utf-8') as f:
+            f.write(report(res, res['builds']))
+        print(f'bench: wrote {args.out}/bench.md, ' + ', '.join(res['plots']))
+        return
     if args.reps < 1 or args.duration <= 0 or args.ramp < 0:
         ap.error('--reps must be >= 1, --duration > 0, --ramp >= 0')
     for b in args.builds:
