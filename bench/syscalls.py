@@ -186,8 +186,7 @@ def one_run(build, aio, qd, secs, guest, tmp, event_idx=True, trace=True):
              'p50_us': pct['50.000000'] / 1e3, 'p99_us': pct['99.000000'] / 1e3}
         for g in cpu1:
             r[f'{g}_us_per_req'] = (cpu1[g] - cpu0.get(g, 0)) * 1e6 / nreq
-        r['qemu_us_per_req'] = sum(cpu1.values()) * 1e6 / nreq - \
-            sum(cpu0.values()) * 1e6 / nreq
+        r['qemu_us_per_req'] = (sum(cpu1.values()) - sum(cpu0.values())) * 1e6 / nreq
         return r
     subs = sum(after[t].get(s, 0) - before[t].get(s, 0)
                for t in names for s in SUBMIT)

@@ -220,24 +220,22 @@ class Run:
 
     def virtio_state(self) -> str:
         """The device-side state of every virtqueue, for a hang report:
-        inuse > 0 means requests the device has not completed; used-idx
-        ahead of what the guest saw (signalled-used) means completions the
-        guest was not told about."""
+        inuse > 0 means requests the device has not completed; inuse=0 with
+        used-idx == signalled-used means it completed them all and decided
+        to notify, so the guest lost the interrupt."""
         if not self.vm.is_running():
             return ''
         out = []
         try:
-            isr = {}
             for dev in self.vm.qmp('x-query-virtio').get('return', []):
                 path = dev['path']
                 st = self.vm.qmp('x-query-virtio-status', path=path).get('return', {})
-                isr[path] = st.get('isr')
                 for q in range(st.get('num-vqs', 64)):
                     r = self.vm.qmp('x-query-virtio-queue-status', path=path, queue=q)
                     if 'error' in r:
                         break
                     v = r['return']
-                    out.append(f'{dev["name"]} {path} isr={isr[path]} q{q}: '
+                    out.append(f'{dev["name"]} {path} isr={st.get("isr")} q{q}: '
                                + ' '.join(f'{k}={v[k]}' for k in sorted(v)
                                           if k not in ('name', 'queue-index')))
         except Exception as e:  # pylint: disable=broad-except
