@@ -1,0 +1,26 @@
+/*
+ * The driver: keeps --depth requests in flight on every queue, in poll or
+ * irq mode, through a ramp, the measured window and the drain.  One thread
+ * drives all queues, or with --threads one thread per queue (like vCPUs
+ * that each own a queue) while the main thread keeps time.
+ */
+#ifndef VBLK_DRIVER_H
+#define VBLK_DRIVER_H
+
+#include <stdbool.h>
+#include <sys/resource.h>
+
+#include "qtest.h"
+
+/* What is read at the edges of the measured window. */
+struct window {
+    double elapsed;                 /* seconds measured */
+    struct rusage ru0, ru1;         /* our own CPU */
+    struct qtest_counts qt0, qt1;   /* the qtest channel */
+};
+extern struct window win;
+
+/* Run: submit, ramp, measure, drain; fills win. */
+void drive(void);
+
+#endif
