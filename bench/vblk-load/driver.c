@@ -33,6 +33,7 @@ static void start_measuring(double t)
     qtest_counts(&win.qt0);
     snapshot_threads(qemu_pid, 0);
     getrusage(RUSAGE_SELF, &win.ru0);
+    host_cpu_sample(&win.host0);
     mstart = t;
     __atomic_store_n(&phase, PH_MEASURE, __ATOMIC_RELEASE);
 }
@@ -41,6 +42,7 @@ static void stop_measuring(double t)
 {
     __atomic_store_n(&phase, PH_STOP, __ATOMIC_RELEASE);
     win.elapsed = t - mstart;
+    host_cpu_sample(&win.host1);
     getrusage(RUSAGE_SELF, &win.ru1);
     snapshot_threads(qemu_pid, 1);
     qtest_counts(&win.qt1);

@@ -11,12 +11,14 @@
 #include <sys/resource.h>
 
 #include "qtest.h"
+#include "stats.h"
 
 /* What is read at the edges of the measured window. */
 struct window {
     double elapsed;                 /* seconds measured */
     struct rusage ru0, ru1;         /* our own CPU */
     struct qtest_counts qt0, qt1;   /* the qtest channel */
+    struct host_cpu host0, host1;   /* /proc/stat */
 };
 extern struct window win;
 

@@ -340,6 +340,13 @@ int main(int argc, char **argv)
     double qt_wait = (win.qt1.wait_ns - win.qt0.wait_ns) * 1e-9;
     double qt_busy = (win.qt1.busy_ns - win.qt0.busy_ns) * 1e-9;
 
+    /* the host over the window, in CPUs; others = not QEMU, not us */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double ticks = win.host1.total - win.host0.total;
+    double host_busy = ticks > 0 ? ncpu * (ticks - (win.host1.idle - win.host0.idle)) / ticks : 0;
+    double host_steal = ticks > 0 ? ncpu * (win.host1.steal - win.host0.steal) / ticks : 0;
+    double others = elapsed > 0 ? host_busy - (qemu_cpu + own_cpu) / elapsed : 0;
+
     if (opt.json) {
         char buf[256];
         printf("{\n");
@@ -378,6 +385,8 @@ int main(int argc, char **argv)
         printf("  \"qtest\": {\"cmds\": %" PRIu64 ", \"contended\": %" PRIu64
                ", \"wait_us_per_cmd\": %.3f, \"busy\": %.4f},\n", qt_cmds, qt_cont,
                qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, elapsed > 0 ? qt_busy / elapsed : 0);
+        printf("  \"host\": {\"cpus\": %ld, \"busy_cpus\": %.3f, \"steal_cpus\": %.3f, "
+               "\"others_cpus\": %.3f},\n", ncpu, host_busy, host_steal, others);
         printf("  \"cpu_source\": \"%s\",\n", have_schedstat ? "schedstat" : "stat");
         printf("  \"qemu_cpu_us_per_req\": %.3f, \"loadgen_cpu_us_per_req\": %.3f,\n",
                qemu_cpu * us, own_cpu * us);
@@ -422,6 +431,8 @@ int main(int argc, char **argv)
                "%" PRIu64 " found it taken (%.2f us waited per command)\n", qt_cmds,
                elapsed > 0 ? 100 * qt_busy / elapsed : 0, qt_cont,
                qt_cmds ? qt_wait * 1e6 / qt_cmds : 0);
+        printf("  host:     %ld CPUs, %.2f busy (%.2f not QEMU or vblk-load), %.2f stolen\n",
+               ncpu, host_busy, others, host_steal);
         printf("  CPU per request (us, from %s):\n", have_schedstat ? "schedstat" : "stat ticks");
         for (int g = 0; g < ngroups; g++) {
             if (groups[g].count > 1) {

@@ -193,6 +193,27 @@ void group_threads(void)
     }
 }
 
+/* ---- the host ---- */
+void host_cpu_sample(struct host_cpu *h)
+{
+    /* cpu  user nice system idle iowait irq softirq steal guest guest_nice */
+    unsigned long long v[8] = { 0 };
+    FILE *f = fopen("/proc/stat", "r");
+    memset(h, 0, sizeof(*h));
+    if (!f) {
+        return;
+    }
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) >= 4) {
+        for (int i = 0; i < 8; i++) {
+            h->total += v[i];       /* guest time is already in user */
+        }
+        h->idle = v[3] + v[4];
+        h->steal = v[7];
+    }
+    fclose(f);
+}
+
 /* ---- optional: syscalls per request by strace -f -c ---- */
 struct sysc syscs[512];
 int nsyscs;

@@ -1,7 +1,7 @@
 /*
  * Statistics of a run: the latency histogram, CPU time of each QEMU thread
  * over the measured window (from /proc), and QEMU's syscalls per type
- * (strace -f -c).
+ * (strace -f -c), and the host's CPU time.
  */
 #ifndef VBLK_STATS_H
 #define VBLK_STATS_H
@@ -26,6 +26,12 @@ extern struct tgroup groups[];
 extern int ngroups;
 extern bool have_schedstat;
 void group_threads(void);
+
+/* The whole host's CPU time from /proc/stat, in clock ticks: over the
+ * window it says how busy the machine was (QEMU and we included) and how
+ * much the hypervisor stole. */
+struct host_cpu { uint64_t total, idle, steal; };
+void host_cpu_sample(struct host_cpu *h);
 
 /* strace -f -c attached to QEMU; strace_stop() parses its summary. */
 struct sysc { char name[40]; uint64_t calls, errors; };
