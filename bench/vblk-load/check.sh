@@ -34,6 +34,14 @@ run "no IOThread, randrw"        0 --qemu "$QEMU" --duration 0.5 --iothread off 
 run "verify on a file"           0 --qemu "$QEMU" --duration 0.5 --rw randrw --verify --blockdev "driver=file,filename=$img"
 run "verify fails on null-co"    1 --qemu "$QEMU" --duration 0.5 --rw randrw --verify
 run "json"                       0 --qemu "$QEMU" --duration 0.2 --json
+# QEMU's own virtqueue counters (x-query-virtio-queue-stats): absent, or
+# agreeing with what the driver saw (vblk-load fails otherwise)
+out=$(timeout 60 $V --qemu "$QEMU" --duration 0.5 --mode irq --queues 2 --threads --json 2>&1)
+case $out in
+*'"qemu_stats": null'*) ok "QEMU's virtqueue counters: not in this build" ;;
+*'"check": "ok"'*) ok "QEMU's virtqueue counters agree with the driver" ;;
+*) bad "QEMU's virtqueue counters"; echo "$out" | tail -8 ;;
+esac
 run "bad option"                 2 --depth 0
 run "bad --device-opts"          2 --device-opts ",a=b"
 run "missing QEMU"               1 --qemu /nonexistent/qemu-system-x86_64

@@ -30,6 +30,9 @@ static double mstart;
 
 static void start_measuring(double t)
 {
+    if (win.have_qstats) {
+        qmp_queue_stats(VBLK_QOM_PATH, &win.win0);
+    }
     qtest_counts(&win.qt0);
     snapshot_threads(qemu_pid, 0);
     getrusage(RUSAGE_SELF, &win.ru0);
@@ -46,6 +49,9 @@ static void stop_measuring(double t)
     getrusage(RUSAGE_SELF, &win.ru1);
     snapshot_threads(qemu_pid, 1);
     qtest_counts(&win.qt1);
+    if (win.have_qstats) {
+        qmp_queue_stats(VBLK_QOM_PATH, &win.win1);
+    }
 }
 
 static void check_qemu(void)

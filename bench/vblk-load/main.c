@@ -14,6 +14,7 @@
 #include "driver.h"
 #include "pci.h"
 #include "qemu.h"
+#include "qmp.h"
 #include "qtest.h"
 #include "stats.h"
 #include "vblk-load.h"
@@ -261,6 +262,43 @@ static double per(uint64_t a, uint64_t b)
     return b ? (double)a / b : 0;
 }
 
+static void json_batches(const uint64_t *b)
+{
+    printf("[");
+    for (unsigned k = 0; k < QSTAT_BUCKETS; k++) {
+        printf("%s%" PRIu64, k ? ", " : "", b[k]);
+    }
+    printf("]");
+}
+
+/* What must agree between QEMU's counters and the driver, over the whole
+ * run (so that no request is in flight at either end): completions ==
+ * requests reaped, queue by queue; notifications sent >= MSI-X messages
+ * seen (two messages between two looks at the word count as one). */
+static int check_qstats(const struct qstats *run, char problems[][160], int max)
+{
+    int n = 0;
+    if (run->nq < opt.queues) {
+        snprintf(problems[n++], 160, "QEMU reports %u queues, the driver used %u",
+                 run->nq, opt.queues);
+        return n;
+    }
+    for (unsigned i = 0; i < opt.queues && n < max; i++) {
+        const struct qstat *s = &run->q[i];
+        const struct vq_counts *c = &vqs[i].n;
+        if (s->completions != c->all) {
+            snprintf(problems[n++], 160, "queue %u: QEMU completed %" PRIu64
+                     ", the driver reaped %" PRIu64, i, s->completions, c->all);
+        }
+        if (n < max && s->notifications < c->notifs_all) {
+            snprintf(problems[n++], 160, "queue %u: QEMU sent %" PRIu64
+                     " notifications, the driver saw %" PRIu64 " messages", i,
+                     s->notifications, c->notifs_all);
+        }
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
@@ -277,14 +315,18 @@ int main(int argc, char **argv)
         return 2;
     }
     ram_create(ram_size);
-    qtest_attach(qemu_start());
+    struct qemu_conn conn;
+    qemu_start(&conn);
+    qtest_attach(conn.qtest_fd);
     /* QEMU has opened the RAM file once it answers a command */
     cfg_rl(0);
     ram_unlink();
+    qmp_attach(conn.qmp_fd);
 
     virtio_init();
     struct qtest_counts setup;
     qtest_counts(&setup);
+    win.have_qstats = qmp_queue_stats(VBLK_QOM_PATH, &win.run0);
 
     if (opt.strace) {
         strace_start(qemu_pid);
@@ -292,6 +334,9 @@ int main(int argc, char **argv)
     drive();
     if (opt.strace) {
         strace_stop();
+    }
+    if (win.have_qstats) {
+        qmp_queue_stats(VBLK_QOM_PATH, &win.run1);
     }
     group_threads();
 
@@ -347,6 +392,18 @@ int main(int argc, char **argv)
     double host_steal = ticks > 0 ? ncpu * (win.host1.steal - win.host0.steal) / ticks : 0;
     double others = elapsed > 0 ? host_busy - (qemu_cpu + own_cpu) / elapsed : 0;
 
+    struct qstats wq, rq;
+    struct qstat wt, rt;
+    char problems[8][160];
+    int nproblems = 0;
+    if (win.have_qstats) {
+        qstats_sub(&win.win1, &win.win0, &wq);
+        qstats_sub(&win.run1, &win.run0, &rq);
+        qstats_total(&wq, &wt);
+        qstats_total(&rq, &rt);
+        nproblems = check_qstats(&rq, problems, 8);
+    }
+
     if (opt.json) {
         char buf[256];
         printf("{\n");
@@ -398,6 +455,36 @@ int main(int argc, char **argv)
                    groups[g].cpu, groups[g].cpu * us);
         }
         printf("\n  ],\n");
+        if (win.have_qstats) {
+            printf("  \"qemu_stats\": {\n    \"window\": {\"completions\": %" PRIu64
+                   ", \"notifications\": %" PRIu64 ", \"suppressed\": %" PRIu64
+                   ", \"merged\": %" PRIu64 ", \"batches\": ", wt.completions,
+                   wt.notifications, wt.suppressed, wt.merged);
+            json_batches(wt.batches);
+            printf(",\n      \"notifications_per_req\": %.4f, \"suppressed_per_req\": %.4f, "
+                   "\"merged_per_req\": %.4f,\n      \"queues\": [",
+                   per(wt.notifications, wt.completions), per(wt.suppressed, wt.completions),
+                   per(wt.merged, wt.completions));
+            for (unsigned i = 0; i < wq.nq; i++) {
+                const struct qstat *s = &wq.q[i];
+                printf("%s\n        {\"queue\": %u, \"completions\": %" PRIu64
+                       ", \"notifications\": %" PRIu64 ", \"suppressed\": %" PRIu64
+                       ", \"merged\": %" PRIu64 ", \"batches\": ", i ? "," : "", i,
+                       s->completions, s->notifications, s->suppressed, s->merged);
+                json_batches(s->batches);
+                printf("}");
+            }
+            printf("]},\n    \"run\": {\"completions\": %" PRIu64 ", \"reaped\": %" PRIu64
+                   ", \"notifications\": %" PRIu64 ", \"notifications_seen\": %" PRIu64 "},\n",
+                   rt.completions, n.all, rt.notifications, n.notifs_all);
+            printf("    \"check\": \"%s\", \"problems\": [", nproblems ? "mismatch" : "ok");
+            for (int i = 0; i < nproblems; i++) {
+                printf("%s\"%s\"", i ? ", " : "", json_str(problems[i], buf, sizeof(buf)));
+            }
+            printf("]\n  },\n");
+        } else {
+            printf("  \"qemu_stats\": null,\n");
+        }
         if (opt.strace) {
             printf("  \"strace_requests\": %" PRIu64 ",\n  \"syscalls_per_req\": {", n.all);
             for (int i = 0; i < nsyscs; i++) {
@@ -444,6 +531,21 @@ int main(int argc, char **argv)
         }
         printf("    %-23s %8.3f\n", "QEMU total", qemu_cpu * us);
         printf("    %-23s %8.3f\n", "vblk-load (this)", own_cpu * us);
+        if (win.have_qstats) {
+            printf("  QEMU's virtqueue counters (x-query-virtio-queue-stats), measured window:\n"
+                   "    completions %" PRIu64 " (driver reaped %" PRIu64 "), per request: "
+                   "notifications %.4f, suppressed %.4f, merged %.4f\n    completions per "
+                   "batch:", wt.completions, n.done, per(wt.notifications, wt.completions),
+                   per(wt.suppressed, wt.completions), per(wt.merged, wt.completions));
+            for (unsigned k = 0; k < QSTAT_BUCKETS; k++) {
+                printf(" %s: %" PRIu64, qstat_bucket_names[k], wt.batches[k]);
+            }
+            printf("\n    whole run: completions %" PRIu64 " = reaped %" PRIu64
+                   ", notifications %" PRIu64 " >= seen %" PRIu64 ": %s\n", rt.completions,
+                   n.all, rt.notifications, n.notifs_all, nproblems ? "MISMATCH" : "ok");
+        } else {
+            printf("  QEMU's virtqueue counters: this QEMU has no x-query-virtio-queue-stats\n");
+        }
         if (opt.strace) {
             printf("  QEMU syscalls per request (strace -f -c, over all %" PRIu64
                    " requests incl. ramp and drain):\n", n.all);
@@ -455,6 +557,15 @@ int main(int argc, char **argv)
         }
     }
     fflush(stdout);
+    if (nproblems) {
+        fprintf(stderr, "vblk-load: error: QEMU's virtqueue counters disagree with what "
+                "the driver saw:\n");
+        for (int i = 0; i < nproblems; i++) {
+            fprintf(stderr, "  %s\n", problems[i]);
+        }
+        cleanup();
+        return 1;
+    }
     cleanup();
     return 0;
 }

@@ -25,7 +25,7 @@
 
 
 pid_t qemu_pid = -1;
-static char sock_path[108];
+static char sock_path[108], qmp_path[108];
 static char mem_path[256];
 static char log_path[256];
 static char node_name[64] = "disk0";
@@ -59,7 +59,7 @@ void cleanup(void)
             qemu_pid = -1;
         }
     }
-    char *files[] = { sock_path, mem_path, log_path };
+    char *files[] = { sock_path, qmp_path, mem_path, log_path };
     for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         if (files[i][0]) {
             unlink(files[i]);
@@ -220,7 +220,7 @@ const char *qemu_node_name(void)
     return node_name;
 }
 
-int qemu_start(void)
+void qemu_start(struct qemu_conn *c)
 {
     char mem_obj[512], dev[1024], bdev[1024], mname[64];
     /* a top-level node-name= option: at the start or after a comma */
@@ -255,14 +255,17 @@ int qemu_start(void)
         die("--device-opts too long");
     }
     int lfd = listen_socket(sock_path, sizeof(sock_path), "sock");
-    char qtest_arg[160];
+    int mfd = listen_socket(qmp_path, sizeof(qmp_path), "qmp");
+    char qtest_arg[160], qmp_arg[160];
     snprintf(qtest_arg, sizeof(qtest_arg), "unix:%s", sock_path);
+    snprintf(qmp_arg, sizeof(qmp_arg), "unix:%s", qmp_path);
     const char *argv[40];
     int a = 0;
     argv[a++] = opt.qemu;
     argv[a++] = "-accel"; argv[a++] = "qtest";
     argv[a++] = "-qtest"; argv[a++] = qtest_arg;
     argv[a++] = "-qtest-log"; argv[a++] = "/dev/null";
+    argv[a++] = "-qmp"; argv[a++] = qmp_arg;
     argv[a++] = "-display"; argv[a++] = "none";
     argv[a++] = "-nodefaults";
     argv[a++] = "-M"; argv[a++] = "q35";
@@ -325,5 +328,6 @@ int qemu_start(void)
         qemu_pid = -1;
         die("cannot execute %s: %s", opt.qemu, strerror(e));
     }
-    return accept_qemu(lfd, sock_path);
+    c->qtest_fd = accept_qemu(lfd, sock_path);
+    c->qmp_fd = accept_qemu(mfd, qmp_path);
 }

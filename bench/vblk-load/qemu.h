@@ -1,6 +1,6 @@
 /*
  * The QEMU process: the guest RAM file it shares with us, the unix
- * socket it connects to (qtest), starting it with the device, and
+ * sockets it connects to (qtest, QMP), starting it with the device, and
  * stopping it (cleanup, also on every error exit).
  */
 #ifndef VBLK_QEMU_H
@@ -20,8 +20,9 @@ uint64_t ram_alloc(uint64_t size, uint64_t align);   /* zeroed; a guest address 
 void *gpa(uint64_t addr);
 
 /* Start QEMU with one virtio-blk-pci device (id vblk0) from the options;
- * returns the qtest socket once it has connected. */
-int qemu_start(void);
+ * returns once it has connected to both sockets. */
+struct qemu_conn { int qtest_fd, qmp_fd; };
+void qemu_start(struct qemu_conn *c);
 /* The -blockdev node name of the disk. */
 const char *qemu_node_name(void);
 

@@ -4,6 +4,7 @@
  * What every part shares: the options, the error exit, clocks.  The parts,
  * split the way QEMU's libqos is:
  *   qtest.c   the qtest protocol client (setup and kicks)
+ *   qmp.c     the QMP client and QEMU's virtqueue statistics
  *   qemu.c    the QEMU process, its sockets and the guest RAM file
  *   pci.c     PCI configuration space, BARs, capabilities
  *   virtio.c  virtio-pci initialisation and the split virtqueues
