@@ -27,6 +27,7 @@ run "poll, EVENT_IDX"            0 --qemu "$QEMU" --duration 0.5
 run "irq, EVENT_IDX"             0 --qemu "$QEMU" --duration 0.5 --mode irq
 run "irq, no EVENT_IDX, 2 queues" 0 --qemu "$QEMU" --duration 0.5 --mode irq --event-idx off --queues 2 --depth 8
 run "4 queues, --threads, irq"   0 --qemu "$QEMU" --duration 0.5 --mode irq --queues 4 --depth 8 --threads
+run "--kick async, 4 queues, --threads" 0 --qemu "$QEMU" --duration 0.5 --mode irq --queues 4 --depth 8 --threads --kick async
 run "2 queues, --threads, verify" 0 --qemu "$QEMU" --duration 0.5 --queues 2 --threads --rw randrw --verify --blockdev "driver=file,filename=$img"
 run "--device-opts"              0 --qemu "$QEMU" --duration 0.2 --device-opts seg-max-adjust=off,config-wce=off
 run "unknown device property"    1 --qemu "$QEMU" --duration 0.2 --device-opts x-no-such-property=1
@@ -43,6 +44,7 @@ case $out in
 *) bad "QEMU's virtqueue counters"; echo "$out" | tail -8 ;;
 esac
 run "bad option"                 2 --depth 0
+run "bad --kick"                 2 --kick later
 run "bad --device-opts"          2 --device-opts ",a=b"
 run "missing QEMU"               1 --qemu /nonexistent/qemu-system-x86_64
 run "QEMU fails to start"        1 --qemu "$QEMU" --blockdev driver=no-such-driver

@@ -47,6 +47,8 @@ static void usage(FILE *f)
 "  --queues N           virtqueues (1..64, default 1)\n"
 "  --threads            one driver thread per queue (default: one thread\n"
 "                       drives all queues)\n"
+"  --kick sync|async    wait for QEMU to take each kick (sync, default), or\n"
+"                       pipeline kicks and read QEMU's answers later (async)\n"
 "  --depth N            requests in flight per queue (1..341, default 32)\n"
 "  --bs BYTES           block size, multiple of 512 (default 4096)\n"
 "  --rw MODE            read|write|randread|randwrite|randrw (default randread)\n"
@@ -132,7 +134,7 @@ static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
            O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP,
-           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS };
+           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -142,7 +144,8 @@ static void parse_args(int argc, char **argv)
         { "queue-size", 1, 0, O_QSIZE }, { "device-opts", 1, 0, O_DEVOPTS },
         { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE },
         { "poll-max-ns", 1, 0, O_POLLMAX }, { "spin", 0, 0, O_SPIN },
-        { "threads", 0, 0, O_THREADS }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "help", 0, 0, 'h' },
+        { 0, 0, 0, 0 }
     };
     int c;
     opterr = 0;
@@ -192,6 +195,15 @@ static void parse_args(int argc, char **argv)
         case O_STRACE: opt.strace = true; break;
         case O_SPIN: opt.spin = true; break;
         case O_THREADS: opt.threads = true; break;
+        case O_KICK:
+            if (!strcmp(optarg, "sync")) {
+                opt.kick_async = false;
+            } else if (!strcmp(optarg, "async")) {
+                opt.kick_async = true;
+            } else {
+                bad_opt("--kick", optarg, "expected sync or async");
+            }
+            break;
         case O_POLLMAX: opt.poll_max_ns = parse_uint("--poll-max-ns", optarg, 0, 1000000000); break;
         case O_TIMEOUT: opt.timeout = parse_double("--timeout", optarg, 0.1, 3600); break;
         case O_QSIZE:
@@ -440,8 +452,10 @@ int main(int argc, char **argv)
         printf("  \"run_requests\": %" PRIu64 ", \"run_notifications\": %" PRIu64 ",\n",
                n.all, n.notifs_all);
         printf("  \"qtest\": {\"cmds\": %" PRIu64 ", \"contended\": %" PRIu64
-               ", \"wait_us_per_cmd\": %.3f, \"busy\": %.4f},\n", qt_cmds, qt_cont,
-               qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, elapsed > 0 ? qt_busy / elapsed : 0);
+               ", \"wait_us_per_cmd\": %.3f, \"busy\": %.4f, \"kick\": \"%s\", "
+               "\"max_outstanding\": %" PRIu64 "},\n", qt_cmds, qt_cont,
+               qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, elapsed > 0 ? qt_busy / elapsed : 0,
+               opt.kick_async ? "async" : "sync", win.qt1.max_outstanding);
         printf("  \"host\": {\"cpus\": %ld, \"busy_cpus\": %.3f, \"steal_cpus\": %.3f, "
                "\"others_cpus\": %.3f},\n", ncpu, host_busy, host_steal, others);
         printf("  \"cpu_source\": \"%s\",\n", have_schedstat ? "schedstat" : "stat");
@@ -515,9 +529,9 @@ int main(int argc, char **argv)
         printf("  kicks/req: %.4f   notifications/req: %.4f (MSI-X messages observed)\n",
                per(n.kicks, n.done), per(n.notifs, n.done));
         printf("  qtest channel: %" PRIu64 " commands, busy %.1f%% of the time, "
-               "%" PRIu64 " found it taken (%.2f us waited per command)\n", qt_cmds,
+               "%" PRIu64 " found it taken (%.2f us waited per command)%s\n", qt_cmds,
                elapsed > 0 ? 100 * qt_busy / elapsed : 0, qt_cont,
-               qt_cmds ? qt_wait * 1e6 / qt_cmds : 0);
+               qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, opt.kick_async ? "; kicks pipelined" : "");
         printf("  host:     %ld CPUs, %.2f busy (%.2f not QEMU or vblk-load), %.2f stolen\n",
                ncpu, host_busy, others, host_steal);
         printf("  CPU per request (us, from %s):\n", have_schedstat ? "schedstat" : "stat ticks");

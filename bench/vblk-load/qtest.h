@@ -3,11 +3,13 @@
  * answered "OK [value]" by QEMU's main loop.  Setup uses it for port and
  * MMIO accesses, the data path only for kicks.  The socket is one channel:
  * a mutex serialises commands from several driver threads (--threads), and
- * its contention is counted.
+ * its contention is counted.  Kicks may be pipelined (--kick async): sent
+ * without waiting for the answer, which is read later.
  */
 #ifndef VBLK_QTEST_H
 #define VBLK_QTEST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Use this connected socket for all commands. */
@@ -23,8 +25,12 @@ struct qtest_counts {
     uint64_t contended;     /* commands that found the channel busy */
     uint64_t wait_ns;       /* time spent waiting for the channel */
     uint64_t busy_ns;       /* time the channel was held (round trips) */
+    uint64_t max_outstanding;   /* most pipelined kicks not yet answered */
 };
 void qtest_counts(struct qtest_counts *c);
+
+/* A kick: writew to the notify address; pipelined, it returns once sent. */
+void qtest_kick(uint64_t addr, uint16_t val, bool pipelined);
 
 void outl(uint16_t port, uint32_t v);
 void outw(uint16_t port, uint16_t v);

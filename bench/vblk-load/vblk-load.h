@@ -29,7 +29,7 @@ struct options {
     enum rwmode rw;
     unsigned rwmix_read;
     double duration, ramp;
-    bool strace, spin, threads;
+    bool strace, spin, threads, kick_async;
     long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
     const char *blockdev;

@@ -138,7 +138,7 @@ void kick_if_needed(struct vq *q, uint16_t old, bool count)
         kick = !(q->used_hdr[0] & VRING_USED_F_NO_NOTIFY);
     }
     if (kick) {
-        writew(q->notify_addr, q->idx);
+        qtest_kick(q->notify_addr, q->idx, opt.kick_async);
         q->n.kicks += count;
     }
 }
