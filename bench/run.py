@@ -360,6 +360,9 @@ def metrics(r: dict) -> dict:
          'main_us_per_req': threads.get('main', 0.0),
          'worker_us_per_req': threads.get('worker', 0.0),
          'qtest_busy': r.get('qtest', {}).get('busy'),
+         'qtest_waited': (r['qtest']['contended'] / r['qtest']['cmds']
+                          if r.get('qtest', {}).get('cmds') else None),
+         'qtest_wait_us': r.get('qtest', {}).get('wait_us_per_cmd'),
          'others_cpus': r.get('host', {}).get('others_cpus'),
          'steal_cpus': r.get('host', {}).get('steal_cpus'),
          'qemu_notif_per_req': None, 'qemu_suppressed_per_req': None,
@@ -525,23 +528,25 @@ def report(res: dict) -> str:
               f'EVENT_IDX on, {res.get("kick", "sync")} kicks; "threads": one driver thread '
               'per queue. Host fio: fio on the '
               'same file (the bound). Others: CPUs used by other processes during the '
-              'measured windows (median); qtest busy: share of the time the qtest socket '
-              'was busy with kicks (near 100%, it limits the driver).', '',
+              'measured windows (median). Kicks waited: the share of kicks that found the '
+              'qtest channel taken by another driver thread, and their mean wait (median '
+              'of the runs; see docs/vblk-load.md).', '',
               '| cell | rounds | ' + ' | '.join(f'{b} IOPS' for b in builds)
               + ' | spread ' + ', '.join(builds)
-              + ' | host fio | others CPUs | qtest busy | stopped by |',
+              + ' | host fio | others CPUs | kicks waited | stopped by |',
               '|' + ' --- |' * (7 + len(builds))]
         for name, c in cells.items():
             runs = c['runs']
             fio = c.get('host_fio_iops')
             every = [r for b in builds for r in runs[b]]
-            oth, busy = med(every, 'others_cpus'), med(every, 'qtest_busy')
+            oth, waited = med(every, 'others_cpus'), med(every, 'qtest_waited')
+            wait_us = med(every, 'qtest_wait_us')
             L.append(f'| {name} | {len(runs[ref])} | '
                      + ' | '.join(f'{med(runs[b], "iops") / 1e3:.1f}k' for b in builds)
                      + ' | ' + ', '.join(f'{spread(runs[b], "iops"):.0f}%' for b in builds)
                      + f' | {f"{fio / 1e3:.1f}k" if fio else "-"} '
                      + f'| {"-" if math.isnan(oth) else f"{oth:.2f}"} '
-                     + f'| {"-" if math.isnan(busy) else f"{100 * busy:.0f}%"} '
+                     + f'| {"-" if math.isnan(waited) else f"{100 * waited:.0f}% ({wait_us:.0f} µs)"} '
                      + f'| {c.get("stopped", "-")} |')
         for x in builds[1:]:
             L += ['', f'#### {x} against {ref}', '',
@@ -732,7 +737,7 @@ def plots(res: dict, out: str) -> List[str]:
                'set xtics (' + ', '.join(f'"{d}" {d}' for d in depths) + ')',
                'set yrange [0:*]', 'set key outside right top', 'plot ' + ', '.join(lines),
                'unset logscale x', 'set yrange [*:*]', 'set xrange [*:*]', 'set xtics auto',
-               'set key top left']
+               'set key inside top left']
         made.append(png)
     # the ratios, cell by cell
     if res['cells'] and len(builds) > 1:
@@ -755,9 +760,10 @@ def plots(res: dict, out: str) -> List[str]:
                f'set title "IOPS ratio to {builds[0]}, per cell: median of the rounds with '
                f'{100 * CONFIDENCE:.0f}% interval"',
                'set xtics rotate by -30', 'set xlabel ""', 'set ylabel "ratio"',
+               'set key inside top right',
                f'set xrange [-0.5:{len(names) - 0.5}]', 'set arrow 1 from graph 0, first 1 '
                'to graph 1, first 1 nohead dt 2', 'plot ' + ', '.join(lines),
-               'unset arrow 1', 'set xrange [*:*]', 'set xtics norotate']
+               'unset arrow 1', 'set xrange [*:*]', 'set xtics norotate', 'set key inside top left']
         made.append('ratio.png')
     # CPU per request, syscalls per request, guest: clustered bars with intervals
     bars = []
