@@ -346,8 +346,8 @@ def metrics(r: dict) -> dict:
     >>> m = metrics(r)
     >>> m['iothread_us_per_req'], m['qemu_notif_per_req'], m['qemu_batches']
     (3.0, 0.032, [1, 0, 0, 0, 0, 3, 0, 0])
-    >>> m['qemu_queue_batches'], m['qemu_check']
-    ([[1, 0, 0, 0, 0, 3, 0, 0]], 'ok')
+    >>> m['qemu_queues'], m['qemu_check']
+    ([{'notif_per_req': 0.032, 'suppressed_per_req': 0.9333, 'merged_per_req': 0.0347, 'batches': [1, 0, 0, 0, 0, 3, 0, 0]}], 'ok')
     >>> metrics(dict(r, qemu_stats=None))['qemu_notif_per_req'] is None
     True
     """
@@ -366,15 +366,20 @@ def metrics(r: dict) -> dict:
          'others_cpus': r.get('host', {}).get('others_cpus'),
          'steal_cpus': r.get('host', {}).get('steal_cpus'),
          'qemu_notif_per_req': None, 'qemu_suppressed_per_req': None,
-         'qemu_merged_per_req': None, 'qemu_batches': None, 'qemu_queue_batches': None,
+         'qemu_merged_per_req': None, 'qemu_batches': None, 'qemu_queues': None,
          'qemu_check': None}
+    def per(q: dict, k: str) -> float:
+        return round(q[k] / q['completions'], 4) if q['completions'] else 0.0
     qs = r.get('qemu_stats')
     if qs:
         w = qs['window']
         m.update(qemu_notif_per_req=w['notifications_per_req'],
                  qemu_suppressed_per_req=w['suppressed_per_req'],
                  qemu_merged_per_req=w['merged_per_req'], qemu_batches=w['batches'],
-                 qemu_queue_batches=[q['batches'] for q in w['queues']],
+                 qemu_queues=[{'notif_per_req': per(q, 'notifications'),
+                               'suppressed_per_req': per(q, 'suppressed'),
+                               'merged_per_req': per(q, 'merged'), 'batches': q['batches']}
+                              for q in w['queues']],
                  qemu_check=qs['check'])
     return m
 
@@ -620,27 +625,32 @@ def report(res: dict) -> str:
 def qemu_stats_report(res: dict) -> List[str]:
     """QEMU's own virtqueue counters, for the builds that have them."""
     rows = []
+
+    def hist(batches: List[List[int]]) -> str:
+        tot = [sum(b[k] for b in batches) for k in range(len(BUCKETS))]
+        return ' | '.join(f'{100 * t / sum(tot):.0f}' if sum(tot) else '-' for t in tot)
     for name, c in res['cells'].items():
         for b in res['builds']:
             rs = [r for r in c['runs'][b] if r.get('qemu_batches') is not None]
             if not rs:
                 continue
             bad = sum(r['qemu_check'] != 'ok' for r in rs)
-            tot = [sum(r['qemu_batches'][k] for r in rs) for k in range(len(BUCKETS))]
-            hist = ' | '.join(f'{100 * t / sum(tot):.0f}' if sum(tot) else '-' for t in tot)
-            rows.append(f'| {name} | {b} | all | {fmt_ci(bootstrap_ci([r["qemu_notif_per_req"] for r in rs]), 3)} '
+
+            def ci(v: List[float]) -> str:
+                return fmt_ci(bootstrap_ci(v), 3)
+            rows.append(f'| {name} | {b} | all | {ci([r["qemu_notif_per_req"] for r in rs])} '
                         f'| {med(rs, "notif_per_req"):.3f} '
-                        f'| {fmt_ci(bootstrap_ci([r["qemu_suppressed_per_req"] for r in rs]), 3)} '
-                        f'| {fmt_ci(bootstrap_ci([r["qemu_merged_per_req"] for r in rs]), 3)} '
-                        f'| {hist} | {"ok" if not bad else f"{bad} MISMATCH"} |')
-            nq = len(rs[0]['qemu_queue_batches'])
-            if nq > 1:
-                for q in range(nq):
-                    qt = [sum(r['qemu_queue_batches'][q][k] for r in rs)
-                          for k in range(len(BUCKETS))]
-                    rows.append(f'| | | q{q} | | | | | '
-                                + ' | '.join(f'{100 * t / sum(qt):.0f}' if sum(qt) else '-'
-                                             for t in qt) + ' | |')
+                        f'| {ci([r["qemu_suppressed_per_req"] for r in rs])} '
+                        f'| {ci([r["qemu_merged_per_req"] for r in rs])} '
+                        f'| {hist([r["qemu_batches"] for r in rs])} '
+                        f'| {"ok" if not bad else f"{bad} MISMATCH"} |')
+            nq = len(rs[0]['qemu_queues'])
+            for q in range(nq if nq > 1 else 0):
+                qs = [r['qemu_queues'][q] for r in rs]
+                rows.append(f'| | | q{q} | {ci([x["notif_per_req"] for x in qs])} | '
+                            f'| {ci([x["suppressed_per_req"] for x in qs])} '
+                            f'| {ci([x["merged_per_req"] for x in qs])} '
+                            f'| {hist([x["batches"] for x in qs])} | |')
     if not rows:
         return []
     return ['', "QEMU's virtqueue counters (`x-query-virtio-queue-stats`, measured window), "
