@@ -57,6 +57,13 @@ int main(void)
     expect(tot.completions == 500 && tot.notifications == 4 && tot.batches[7] == 0,
            "difference and total");
 
+    r = qstats_parse("{ \"return\": [\n         { \"queue-index\": 0, \"completions\": 65536, "
+                     "\"notifications\": 2070,\n           \"suppressed\": 63440, \"merged\": 26,\n"
+                     "           \"batches\": [ 4, 2, 0, 12, 1, 2041, 0, 0 ] } ] }", &s, err,
+                     sizeof(err));
+    expect(r == QSTATS_OK && s.nq == 1 && s.q[0].completions == 65536 &&
+           s.q[0].merged == 26 && s.q[0].batches[5] == 2041, "the QAPI schema's example");
+
     r = qstats_parse("{\"error\": {\"class\": \"CommandNotFound\", \"desc\": "
                      "\"The command x-query-virtio-queue-stats has not been found\"}}",
                      &s, err, sizeof(err));
