@@ -680,7 +680,7 @@ def summary(res: dict) -> str:
             meds.append(m)
             counts[verdict(lo, hi)] += 1
         if meds:
-            out.append(f'**Summary, {x}/{builds[0]} IOPS:** geometric mean of the {len(meds)} '
+            out.append(f'**Summary, {x}/{builds[0]} IOPS:** geometric mean of the {len(meds)} device '
                        f'cells\' median ratios {geomean(meds):.3f}; {counts["below"]} below, '
                        f'{counts["within noise"]} within noise, {counts["above"]} above.')
     return '\n'.join(out) if out else 'Summary: no device cells.'
