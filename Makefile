@@ -92,8 +92,8 @@ vblk-load:
 smoke: fork
 	python3 tests/smoke.py build/fork
 
-# Base against fork, side by side (docs/benchmarks.md): about 5 minutes,
-# BENCHFLAGS=--full for the whole matrix (about an hour).  Results in
+# Base against fork, side by side (docs/benchmarks.md): 5-8 minutes,
+# BENCHFLAGS=--full for the whole matrix (1.5-4 hours).  Results in
 # build/bench/ (bench.md, bench.json, plots).
 bench: build vblk-load
 	python3 bench/run.py $(BENCHFLAGS)

@@ -120,10 +120,12 @@ def thread_cpu(pid, names):
     return out
 
 
-def one_run(build, aio, qd, secs, guest, tmp, event_idx=True, trace=True):
+def one_run(build, aio, qd, secs, guest, tmp, event_idx=True, trace=True,
+            device_props=''):
     """One guest fio run.  With trace, QEMU runs under strace and the
     syscall counts are returned; without, the timings (IOPS, latency, CPU
-    per request of each QEMU thread group)."""
+    per request of each QEMU thread group).  device_props: extra
+    comma-separated virtio-blk-pci properties."""
     harness.use_qemu_python(build)
     from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
     img = os.path.join(tmp, 'disk.img')
@@ -153,7 +155,8 @@ def one_run(build, aio, qd, secs, guest, tmp, event_idx=True, trace=True):
                            f'aio={aio},cache.direct={direct}',
               '-blockdev', 'driver=raw,node-name=d0,file=f0',
               '-device', 'virtio-blk-pci,id=vd0,drive=d0,iothread=io0,'
-                         f'event_idx={"on" if event_idx else "off"}'])
+                         f'event_idx={"on" if event_idx else "off"}'
+                         + (f',{device_props}' if device_props else '')])
     vm.launch()
     try:
         deadline = time.time() + 180 + secs

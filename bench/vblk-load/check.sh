@@ -26,11 +26,26 @@ truncate -s 16M "$img"
 run "poll, EVENT_IDX"            0 --qemu "$QEMU" --duration 0.5
 run "irq, EVENT_IDX"             0 --qemu "$QEMU" --duration 0.5 --mode irq
 run "irq, no EVENT_IDX, 2 queues" 0 --qemu "$QEMU" --duration 0.5 --mode irq --event-idx off --queues 2 --depth 8
+run "4 queues, --threads, irq"   0 --qemu "$QEMU" --duration 0.5 --mode irq --queues 4 --depth 8 --threads
+run "--kick async, 4 queues, --threads" 0 --qemu "$QEMU" --duration 0.5 --mode irq --queues 4 --depth 8 --threads --kick async
+run "2 queues, --threads, verify" 0 --qemu "$QEMU" --duration 0.5 --queues 2 --threads --rw randrw --verify --blockdev "driver=file,filename=$img"
+run "--device-opts"              0 --qemu "$QEMU" --duration 0.2 --device-opts seg-max-adjust=off,config-wce=off
+run "unknown device property"    1 --qemu "$QEMU" --duration 0.2 --device-opts x-no-such-property=1
 run "no IOThread, randrw"        0 --qemu "$QEMU" --duration 0.5 --iothread off --rw randrw
 run "verify on a file"           0 --qemu "$QEMU" --duration 0.5 --rw randrw --verify --blockdev "driver=file,filename=$img"
 run "verify fails on null-co"    1 --qemu "$QEMU" --duration 0.5 --rw randrw --verify
 run "json"                       0 --qemu "$QEMU" --duration 0.2 --json
+# QEMU's own virtqueue counters (x-query-virtio-queue-stats): absent, or
+# agreeing with what the driver saw (vblk-load fails otherwise)
+out=$(timeout 60 $V --qemu "$QEMU" --duration 0.5 --mode irq --queues 2 --threads --json 2>&1)
+case $out in
+*'"qemu_stats": null'*) ok "QEMU's virtqueue counters: not in this build" ;;
+*'"check": "ok"'*) ok "QEMU's virtqueue counters agree with the driver" ;;
+*) bad "QEMU's virtqueue counters"; echo "$out" | tail -8 ;;
+esac
 run "bad option"                 2 --depth 0
+run "bad --kick"                 2 --kick later
+run "bad --device-opts"          2 --device-opts ",a=b"
 run "missing QEMU"               1 --qemu /nonexistent/qemu-system-x86_64
 run "QEMU fails to start"        1 --qemu "$QEMU" --blockdev driver=no-such-driver
 rm -f "$img"

@@ -1,0 +1,333 @@
+/*
+ * The QEMU process (qemu.h): guest RAM file, sockets, command line, start,
+ * stop, and die(), which stops it on every error.  QEMU runs in its own
+ * process group with a parent-death signal, so it dies with vblk-load.
+ */
+#include "qemu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "stats.h"
+#include "vblk-load.h"
+
+
+pid_t qemu_pid = -1;
+static char sock_path[108], qmp_path[108];
+static char mem_path[256];
+static char log_path[256];
+static char node_name[64] = "disk0";
+static uint8_t *ram;
+static uint64_t ram_size, ram_next = RAM_ALLOC_START;
+
+static const char *tmpdir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+void cleanup(void)
+{
+    strace_cleanup();
+    if (qemu_pid > 0) {
+        /* QEMU runs in its own process group: this also stops wrappers' children */
+        kill(-qemu_pid, SIGTERM);
+        kill(qemu_pid, SIGTERM);
+        for (int i = 0; i < 200; i++) {
+            if (waitpid(qemu_pid, NULL, WNOHANG) == qemu_pid) {
+                qemu_pid = -1;
+                break;
+            }
+            usleep(10000);
+        }
+        if (qemu_pid > 0) {
+            kill(-qemu_pid, SIGKILL);
+            kill(qemu_pid, SIGKILL);
+            waitpid(qemu_pid, NULL, 0);
+            qemu_pid = -1;
+        }
+    }
+    char *files[] = { sock_path, qmp_path, mem_path, log_path };
+    for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        if (files[i][0]) {
+            unlink(files[i]);
+            files[i][0] = 0;
+        }
+    }
+}
+
+static void print_qemu_log(void)
+{
+    if (!log_path[0]) {
+        return;
+    }
+    FILE *f = fopen(log_path, "r");
+    if (!f) {
+        return;
+    }
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) && n < 40) {
+        if (n++ == 0) {
+            fprintf(stderr, "vblk-load: QEMU stderr:\n");
+        }
+        fprintf(stderr, "  %s", line);
+    }
+    fclose(f);
+}
+
+void die(const char *fmt, ...)
+{
+    static int dying;
+    if (__atomic_exchange_n(&dying, 1, __ATOMIC_SEQ_CST)) {
+        for (;;) {
+            pause();        /* another thread is already on its way out */
+        }
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vblk-load: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (qemu_pid > 0) {
+        int st;
+        if (waitpid(qemu_pid, &st, WNOHANG) == qemu_pid) {
+            qemu_pid = -1;
+            if (WIFEXITED(st)) {
+                fprintf(stderr, "vblk-load: QEMU exited with status %d\n", WEXITSTATUS(st));
+            } else if (WIFSIGNALED(st)) {
+                fprintf(stderr, "vblk-load: QEMU killed by signal %d\n", WTERMSIG(st));
+            }
+        }
+    }
+    print_qemu_log();
+    cleanup();
+    exit(1);
+}
+
+/* ---- guest RAM ---- */
+void ram_create(uint64_t size)
+{
+    const char *shm = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(mem_path, sizeof(mem_path), "%s/vblk-load-%d.mem", shm, (int)getpid());
+    int mfd = open(mem_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (mfd < 0) {
+        mem_path[0] = 0;
+        die("cannot create guest RAM file: %s", strerror(errno));
+    }
+    if (ftruncate(mfd, size) < 0) {
+        die("ftruncate guest RAM: %s", strerror(errno));
+    }
+    ram = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (ram == MAP_FAILED) {
+        die("mmap guest RAM: %s", strerror(errno));
+    }
+    close(mfd);
+    ram_size = size;
+}
+
+void ram_unlink(void)
+{
+    unlink(mem_path);
+    mem_path[0] = 0;
+}
+
+uint64_t ram_alloc(uint64_t size, uint64_t align)
+{
+    uint64_t a = (ram_next + align - 1) & ~(align - 1);
+    if (a + size > ram_size) {
+        die("internal: guest RAM exhausted");
+    }
+    ram_next = a + size;
+    memset(ram + a, 0, size);
+    return a;
+}
+
+void *gpa(uint64_t a)
+{
+    return ram + a;
+}
+
+/* ---- sockets and the command line ---- */
+static int listen_socket(char *path, size_t size, const char *what)
+{
+    int n = snprintf(path, size, "%s/vblk-load-%d.%s", tmpdir(), (int)getpid(), what);
+    if (n >= (int)size) {
+        snprintf(path, size, "/tmp/vblk-load-%d.%s", (int)getpid(), what);
+    }
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        die("socket: %s", strerror(errno));
+    }
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        die("bind %s: %s", path, strerror(errno));
+    }
+    if (listen(fd, 1) < 0) {
+        die("listen: %s", strerror(errno));
+    }
+    return fd;
+}
+
+/* Accept QEMU's connection on lfd, watching for its early exit. */
+static int accept_qemu(int lfd, const char *path)
+{
+    double deadline = now_s() + opt.timeout;
+    for (;;) {
+        struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+        int pr = poll(&pfd, 1, 100);
+        if (got_signal) {
+            die("interrupted by signal %d", (int)got_signal);
+        }
+        if (pr > 0) {
+            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                close(lfd);
+                return fd;
+            }
+        }
+        int st;
+        if (waitpid(qemu_pid, &st, WNOHANG) == qemu_pid) {
+            qemu_pid = -1;
+            fprintf(stderr, "vblk-load: QEMU exited before connecting (%s %d)\n",
+                    WIFEXITED(st) ? "status" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            die("QEMU failed to start: %s", opt.qemu);
+        }
+        if (now_s() > deadline) {
+            die("QEMU did not connect to %s within %.1fs", path, opt.timeout);
+        }
+    }
+}
+
+const char *qemu_node_name(void)
+{
+    return node_name;
+}
+
+void qemu_start(struct qemu_conn *c)
+{
+    char mem_obj[512], dev[1024], bdev[1024], mname[64];
+    /* a top-level node-name= option: at the start or after a comma */
+    const char *m = NULL;
+    for (const char *p = opt.blockdev; (p = strstr(p, "node-name=")); p++) {
+        if (p == opt.blockdev || p[-1] == ',') {
+            m = p;
+            break;
+        }
+    }
+    if (m) {
+        size_t l = strcspn(m + 10, ",");
+        if (l == 0 || l >= sizeof(node_name)) {
+            die("bad node-name in --blockdev");
+        }
+        memcpy(node_name, m + 10, l);
+        node_name[l] = 0;
+        snprintf(bdev, sizeof(bdev), "%s", opt.blockdev);
+    } else {
+        snprintf(bdev, sizeof(bdev), "%s,node-name=%s", opt.blockdev, node_name);
+    }
+    snprintf(mem_obj, sizeof(mem_obj),
+             "memory-backend-file,id=mem,size=%" PRIu64 ",mem-path=%s,share=on",
+             ram_size, mem_path);
+    snprintf(mname, sizeof(mname), "%" PRIu64 "M", ram_size >> 20);
+    int n = snprintf(dev, sizeof(dev), "virtio-blk-pci,id=vblk0,drive=%s,num-queues=%u,"
+                     "queue-size=%u,event_idx=%s%s%s%s", node_name, opt.queues,
+                     opt.queue_size, opt.event_idx ? "on" : "off",
+                     opt.iothread ? ",iothread=iothread0" : "",
+                     opt.extra_dev ? "," : "", opt.extra_dev ? opt.extra_dev : "");
+    if (n >= (int)sizeof(dev)) {
+        die("--device-opts too long");
+    }
+    int lfd = listen_socket(sock_path, sizeof(sock_path), "sock");
+    int mfd = listen_socket(qmp_path, sizeof(qmp_path), "qmp");
+    char qtest_arg[160], qmp_arg[160];
+    snprintf(qtest_arg, sizeof(qtest_arg), "unix:%s", sock_path);
+    snprintf(qmp_arg, sizeof(qmp_arg), "unix:%s", qmp_path);
+    const char *argv[40];
+    int a = 0;
+    argv[a++] = opt.qemu;
+    argv[a++] = "-accel"; argv[a++] = "qtest";
+    argv[a++] = "-qtest"; argv[a++] = qtest_arg;
+    argv[a++] = "-qtest-log"; argv[a++] = "/dev/null";
+    argv[a++] = "-qmp"; argv[a++] = qmp_arg;
+    argv[a++] = "-display"; argv[a++] = "none";
+    argv[a++] = "-nodefaults";
+    argv[a++] = "-M"; argv[a++] = "q35";
+    argv[a++] = "-name"; argv[a++] = "vblk,debug-threads=on";
+    argv[a++] = "-m"; argv[a++] = mname;
+    argv[a++] = "-object"; argv[a++] = mem_obj;
+    argv[a++] = "-machine"; argv[a++] = "memory-backend=mem";
+    char iot[96];
+    if (opt.poll_max_ns >= 0) {
+        snprintf(iot, sizeof(iot), "iothread,id=iothread0,poll-max-ns=%ld", opt.poll_max_ns);
+    } else {
+        snprintf(iot, sizeof(iot), "iothread,id=iothread0");
+    }
+    if (opt.iothread) {
+        argv[a++] = "-object"; argv[a++] = iot;
+    }
+    argv[a++] = "-blockdev"; argv[a++] = bdev;
+    argv[a++] = "-device"; argv[a++] = dev;
+    argv[a] = NULL;
+
+    snprintf(log_path, sizeof(log_path), "%s/vblk-load-%d.log", tmpdir(), (int)getpid());
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (logfd < 0) {
+        die("cannot create %s: %s", log_path, strerror(errno));
+    }
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) < 0) {
+        die("pipe: %s", strerror(errno));
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        die("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(127);
+        }
+        int nul = open("/dev/null", O_RDWR);
+        dup2(nul, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        execvp(opt.qemu, (char **)argv);
+        int e = errno;
+        if (write(errpipe[1], &e, sizeof(e)) < 0) {
+            /* nothing to do */
+        }
+        _exit(127);
+    }
+    qemu_pid = pid;
+    close(logfd);
+    close(errpipe[1]);
+    int e;
+    ssize_t r = read(errpipe[0], &e, sizeof(e));
+    close(errpipe[0]);
+    if (r == sizeof(e)) {
+        waitpid(pid, NULL, 0);
+        qemu_pid = -1;
+        die("cannot execute %s: %s", opt.qemu, strerror(e));
+    }
+    c->qtest_fd = accept_qemu(lfd, sock_path);
+    c->qmp_fd = accept_qemu(mfd, qmp_path);
+}

@@ -1,0 +1,43 @@
+/*
+ * The QMP client, and QEMU's own per-virtqueue counters: the fork's
+ * x-query-virtio-queue-stats command (absent from the base; its absence is
+ * not an error).  Includes a small JSON reader for QMP's replies.
+ */
+#ifndef VBLK_QMP_H
+#define VBLK_QMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One virtqueue's counters, cumulative since the device's last reset.
+ * batches: completions per batch, buckets 1, 2-3, 4-7, ..., 64-127, 128+. */
+#define QSTAT_BUCKETS 8
+#define QSTAT_MAXQ 64
+struct qstat {
+    uint64_t completions, notifications, suppressed, merged;
+    uint64_t batches[QSTAT_BUCKETS];
+};
+struct qstats {
+    unsigned nq;                    /* queues 0..nq-1 reported */
+    struct qstat q[QSTAT_MAXQ];
+};
+extern const char *const qstat_bucket_names[QSTAT_BUCKETS];
+
+enum { QSTATS_OK, QSTATS_ABSENT, QSTATS_BAD };
+/* Parse a reply to x-query-virtio-queue-stats (one JSON object).  Returns
+ * QSTATS_OK (out filled), QSTATS_ABSENT (the command does not exist), or
+ * QSTATS_BAD (err says why). */
+int qstats_parse(const char *reply, struct qstats *out, char *err, size_t errlen);
+/* out = a - b, queue by queue */
+void qstats_sub(const struct qstats *a, const struct qstats *b, struct qstats *out);
+/* the sum over all queues, in out->q[0] */
+void qstats_total(const struct qstats *s, struct qstat *out);
+
+/* Read QEMU's greeting on the connected socket fd, negotiate capabilities. */
+void qmp_attach(int fd);
+/* Query the counters of the device at QOM path (dies on a QMP error other
+ * than an absent command).  Returns false if QEMU lacks the command. */
+bool qmp_queue_stats(const char *path, struct qstats *out);
+
+#endif
