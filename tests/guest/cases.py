@@ -75,6 +75,22 @@ CASES = [
          doc='stop-cont on aio=threads: the thread pool completes requests '
              'outside the AioContext lock, every completion notifies'),
 
+    # The fork's notification batching (x-notify-batch): its other policies
+    # defer more than the default does, which stop/cont must survive too.
+    Case('stop-cont-deferred', 'verify',
+         [Disk(aio='native', iothread=True, num_queues=2, props='x-notify-batch=deferred')],
+         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
+         scenario='stopcont', timeout=180,
+         doc='stop-cont with every notification of a batch deferred to its end'),
+
+    Case('stop-cont-first-bounded', 'verify',
+         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False,
+               props='x-notify-batch=first,x-notify-batch-inflight=2,x-notify-batch-max=4')],
+         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
+         scenario='stopcont', timeout=180,
+         doc='stop-cont with the first notification of a batch at once and the '
+             'rest checked every 4 completions or when 2 are left in flight'),
+
     Case('reset', 'reset',
          [Disk(aio='io_uring', iothread=True, num_queues=2)],
          env={'DEV': '/dev/vda', 'ENGINE': 'io_uring'},

@@ -55,6 +55,7 @@ class Disk:
     errors: Tuple[Dict[str, str], ...] = ()  # blkdebug inject-error rules
     werror: Optional[str] = None
     rerror: Optional[str] = None
+    props: str = ''               # more device properties, e.g. x-notify-batch=deferred
 
 
 @dataclass
@@ -144,8 +145,9 @@ class Run:
         dev = self.device_opts(i, d)
         if d.bus == 'virtio-scsi':
             io = ',iothread=io0' if d.iothread else ''
+            props = f',{d.props}' if d.props else ''
             args += ['-device', f'virtio-scsi-pci,id=scsi{i},num_queues={d.num_queues},'
-                     f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}{io}',
+                     f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}{io}{props}',
                      '-device', f'scsi-hd,drive=d{i},bus=scsi{i}.0,id=sd{i}']
         else:
             args += ['-device', dev]
@@ -161,6 +163,8 @@ class Run:
             o += f',werror={d.werror}'
         if d.rerror:
             o += f',rerror={d.rerror}'
+        if d.props:
+            o += f',{d.props}'
         return o
 
     # -- observing the guest ------------------------------------------------
