@@ -75,8 +75,8 @@ subject() {  # the Subject: of a git format-patch file, unfolded, without [PATCH
 {
     echo "$PACKAGE ($debver) bookworm; urgency=medium"
     echo
-    echo "  * qemu-iobatch: Debian's $VERSION with the virtio-blk I/O batching"
-    echo "    series of qemu-iobatch (debian/patches/iobatch/):"
+    echo "  * qemu-iobatch: the virtio-blk I/O batching series of qemu-iobatch"
+    echo "    on Debian's $VERSION (debian/patches/iobatch/):"
     for p in "${series[@]}"; do echo "    - $(subject "$top/patches/$p")"; done
     echo "  * Build profile pkg.qemu.x86only: the x86 system emulators alone."
     echo
