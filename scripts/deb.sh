@@ -15,6 +15,12 @@ WANT=(qemu-system-x86 qemu-system-common qemu-system-gui qemu-block-extra qemu-u
 
 src=$("$top/scripts/deb-src.sh")
 out=$(dirname "$src")
+# deb-src.sh empties build/deb when the source package changes, so packages
+# and a build-time.txt beside them are from this source.
+if [ -f "$out/build-time.txt" ] && ls "$out"/qemu-system-x86_*.deb >/dev/null 2>&1; then
+    echo "deb: build/deb is up to date (built in $(cat "$out/build-time.txt"))"
+    exit 0
+fi
 (cd "$src" && dpkg-checkbuilddeps -B -P "$PROFILE") ||
     die "build dependencies missing (above); run 'make deps-deb'"
 
