@@ -347,37 +347,65 @@ class Test:
                 raise Fail(f'disk{i}: aio/direct {got}, want ({io}, True)')
         return 'QEMU runs disk0 with aio=native, disk1 with aio=io_uring, O_DIRECT'
 
+    def blkstat(self, dev):
+        st = {}
+        for line in self.lv.virsh('domblkstat', DOMAIN, dev).stdout.splitlines():
+            f = line.split()
+            if len(f) == 3:
+                st[f[1]] = int(f[2])
+        return st
+
+    def guest_stat(self, n):
+        """{serial: fields of /sys/block/vdX/stat} from the @@STATn lines."""
+        return {m.group(1): [int(x) for x in m.group(2).split()]
+                for m in re.finditer(rf'@@STAT{n} (\S+) ([\d ]+)', self.log())}
+
+    def go(self, n):
+        with open(f'{self.tmp}/ctl.raw', 'r+b') as f:
+            f.write(f'IOBATCH-GO{n}\n'.encode().ljust(512, b'\0'))
+
     def domblkstat(self):
-        self.wait_marker(r'@@MARK stats', IO_TIMEOUT)
+        """What QEMU counted for each disk while the guest ran fio, against
+        what the guest's block layer and fio counted: domblkstat before (guest
+        idle, waiting) and after (domain suspended) the workload."""
+        self.wait_marker(r'@@MARK stats0', BOOT_TIMEOUT)
+        before = {dev: self.blkstat(dev) for _, dev, _ in DISKS}
+        self.go(1)
+        self.wait_marker(r'@@MARK stats1', IO_TIMEOUT)
         self.lv.virsh('suspend', DOMAIN)
         if not self.state().startswith('paused'):
             raise Fail(f'after suspend: {self.state()}')
-        guest = {}
-        for m in re.finditer(r'@@STAT (\S+) ([\d ]+)', self.log()):
-            guest[m.group(1)] = [int(x) for x in m.group(2).split()]
+        g0, g1 = self.guest_stat(0), self.guest_stat(1)
+        fio = dict(harness.fio_results(self.log()))
         out = []
         for serial, dev, _ in DISKS:
-            s = guest.get(serial)
-            if not s:
-                raise Fail(f'no @@STAT line for {serial}')
-            st = {}
-            for line in self.lv.virsh('domblkstat', DOMAIN, dev).stdout.splitlines():
-                f = line.split()
-                if len(f) == 3:
-                    st[f[1]] = int(f[2])
-            want = {'rd_req': s[0], 'rd_bytes': s[2] * 512, 'wr_req': s[4],
-                    'wr_bytes': s[6] * 512}
-            if len(s) >= 15:
-                want['flush_operations'] = s[14]
-            bad = {k: (st.get(k), v) for k, v in want.items() if st.get(k) != v}
+            after = self.blkstat(dev)
+            q = {k: after[k] - before[dev][k] for k in
+                 ('rd_req', 'rd_bytes', 'wr_req', 'wr_bytes', 'flush_operations')}
+            if serial not in g0 or serial not in g1 or len(g1[serial]) < 17:
+                raise Fail(f'no @@STAT0/@@STAT1 lines for {serial}')
+            g = [b - a for a, b in zip(g0[serial], g1[serial])]
+            m = re.search(rf'@@DISK .*{serial} /dev/(\S+)', self.log())
+            jobs = fio.get(f'verify-{m.group(1) if m else "?"}', {}).get('jobs')
+            if not jobs:
+                raise Fail(f'no fio result for {serial}')
+            fr = sum(j['read']['total_ios'] for j in jobs)
+            fw = sum(j['write']['total_ios'] for j in jobs)
+            fs = sum(j['sync']['total_ios'] for j in jobs)
+            # /sys/block/X/stat: 0 reads, 2 sectors read, 4 writes (fio's
+            # writes plus one empty pre-flush write per fsync), 6 sectors
+            # written, 15 flushes sent to the device.
+            want = {'rd_req': (g[0], fr), 'rd_bytes': (g[2] * 512,),
+                    'wr_req': (g[4] - fs, fw), 'wr_bytes': (g[6] * 512,),
+                    'flush_operations': (g[15],)}
+            bad = [f'{k} {q[k]} (guest/fio {"/".join(map(str, v))})'
+                   for k, v in want.items() if any(q[k] != x for x in v)]
             if bad:
-                raise Fail(f'{dev}: domblkstat vs guest /sys/block stat differ: '
-                           + ', '.join(f'{k} {a} != {b}' for k, (a, b) in bad.items()))
-            if not (st['rd_req'] and st['wr_req'] and st.get('flush_operations')):
-                raise Fail(f'{dev}: no reads, writes or flushes counted: {st}')
-            out.append(f'{dev} rd {st["rd_req"]} wr {st["wr_req"]} '
-                       f'flush {st.get("flush_operations")}')
-        return '; '.join(out) + ' (= guest)'
+                raise Fail(f'{dev}: domblkstat during the workload differs: ' + ', '.join(bad))
+            if not (q['rd_req'] and q['wr_req'] and q['flush_operations']):
+                raise Fail(f'{dev}: no reads, writes or flushes counted: {q}')
+            out.append(f'{dev} rd {q["rd_req"]} wr {q["wr_req"]} flush {q["flush_operations"]}')
+        return '; '.join(out) + ' during fio, = guest and fio'
 
     def queue_status(self):
         """The documented way to look at a device's queues (docs/install.md);
@@ -391,8 +419,7 @@ class Test:
         return f'virtio-disk0 queue 0: used-idx {q["used-idx"]}, inuse 0'
 
     def resume_shutoff(self):
-        with open(f'{self.tmp}/ctl.raw', 'r+b') as f:
-            f.write(b'IOBATCH-GO'.ljust(512, b'\0'))
+        self.go(2)
         self.lv.virsh('resume', DOMAIN)
         until = time.time() + 120
         while time.time() < until:
