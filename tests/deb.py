@@ -111,11 +111,12 @@ class DebTest:
             os.remove(PREF)
         back = [f'{p}={v}' for p, v in self.before.items() if v]
         gone = [p for p, v in self.before.items() if not v]
+        gone = [p for p in gone if status(p)]
+        if gone:
+            sh('apt-get', 'purge', '-y', '-q', *gone, timeout=900)
         if back:
             sh('apt-get', 'install', '-y', '-q', '--allow-downgrades',
                '--no-install-recommends', *back, timeout=900)
-        if gone:
-            sh('apt-get', 'purge', '-y', '-q', *[p for p in gone if status(p)], timeout=900)
         now = {p: status(p) for p in PACKAGES}
         if now != self.before:
             raise Fail(f'after restoring: {now}, before: {self.before}')
