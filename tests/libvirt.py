@@ -41,7 +41,7 @@ PRIVATE = ['/etc/libvirt', '/run/libvirt', '/var/lib/libvirt',
 # Disk serials (the guest finds its disks by them), targets and io modes.
 DISKS = [('iobatch-native', 'vda', 'native'), ('iobatch-uring', 'vdb', 'io_uring')]
 MB = 32                 # per fio job; two jobs per disk
-BOOT_TIMEOUT = 60
+BOOT_TIMEOUT = 120
 IO_TIMEOUT = 600
 
 
@@ -282,7 +282,10 @@ class Test:
 
     # -- the checks, in order; each raises Fail ------------------------------
     def define_start(self):
-        guest = harness.build_guest()
+        try:
+            guest = harness.build_guest()
+        except SystemExit as e:
+            raise Fail(str(e)) from e
         for i in range(len(DISKS)):
             with open(f'{self.tmp}/disk{i}.raw', 'wb') as f:
                 f.truncate(256 << 20)
