@@ -84,7 +84,8 @@ apply() {
     fi
     printf 'check-update:   %-7s %s\n' "$status" "$name"
     if [ "$status" = FAILED ] || [ "$status" = fuzz ]; then
-        grep -E 'FAILED|fuzz|reversed|can.t find' <<<"$out" | sed 's/^/check-update:           /'
+        { grep -iE 'failed|fuzz|reversed|ignored|can.t find|malformed' <<<"$out" || true; } |
+            sed 's/^/check-update:           /'
     fi
 }
 echo "check-update: applying the series to $newest:"
