@@ -23,10 +23,11 @@ command -v dpkg-source >/dev/null || die "dpkg-source not found; run 'make deps'
 check_series || die "fix patches/series"
 mapfile -t series < <(for g in "${PATCH_GROUPS[@]}"; do series_in "$g"; done)
 
-# The date of the last commit that changed what goes into the package, so
+# The date of the last commit that changed what goes into the source
+# package (not the apt preferences file beside it), so
 # that the same commit always gives the same changelog (and the same
 # SOURCE_DATE_EPOCH for the build).
-inputs=(base.pin patches packaging scripts/deb-src.sh)
+inputs=(base.pin patches packaging/x86only.patch scripts/deb-src.sh)
 date=$(cd "$top" && LC_ALL=C git log -1 --date=format:'%a, %d %b %Y %H:%M:%S %z' \
        --format=%cd -- "${inputs[@]}") || true
 [ -n "$date" ] || die "no git history for ${inputs[*]}; run this in a git clone of qemu-iobatch"

@@ -17,6 +17,7 @@ src=$("$top/scripts/deb-src.sh")
 out=$(dirname "$src")
 # deb-src.sh empties build/deb when the source package changes, so packages
 # and a build-time.txt beside them are from this source.
+install -m 644 "$top/packaging/qemu-iobatch.pref" "$out/qemu-iobatch.pref"
 if [ -f "$out/build-time.txt" ] && ls "$out"/qemu-system-x86_*.deb >/dev/null 2>&1; then
     echo "deb: build/deb is up to date (built in $(cat "$out/build-time.txt"))"
     exit 0
@@ -36,7 +37,6 @@ secs=$(( $(date +%s) - t0 ))
 for p in "${WANT[@]}"; do
     ls "$out/${p}_"*.deb >/dev/null 2>&1 || die "dpkg-buildpackage made no $p package"
 done
-install -m 644 "$top/packaging/qemu-iobatch.pref" "$out/qemu-iobatch.pref"
 echo "$secs s ($((secs / 60)) min $((secs % 60)) s), $jobs jobs, $(nproc) cores, $(date -u +%F)" \
     >"$out/build-time.txt"
 echo "deb: built in $(cat "$out/build-time.txt"):"
