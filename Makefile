@@ -109,7 +109,7 @@ install: fork
 	scripts/install.sh build/fork $(PREFIX)
 
 # The fork as Debian packages (docs/install.md): Debian's packaging of the
-# pinned source with the series as quilt patches, x86 only.  About 30 minutes
+# pinned source with the series as quilt patches, x86 only.  About 33 minutes
 # on 2 cores, cold; not part of 'make test'.
 deps-deb:
 	scripts/deps-deb.sh
