@@ -152,9 +152,12 @@ class Libvirtd:
             if self.proc.poll() is not None:
                 raise Fail(f'libvirtd exited with {self.proc.returncode}: {self.tail()}')
             if os.path.exists(f'{self.sock}/libvirt-sock'):
-                r = self.virsh('version', check=False)
+                # Not 'virsh version': it wants a QEMU in /usr/bin, and the
+                # machine need not have one (the domain names its own).
+                r = self.virsh('list', '--all', check=False)
                 if r.returncode == 0:
-                    return r.stdout
+                    return subprocess.run(['/usr/sbin/libvirtd', '--version'], check=False,
+                                          capture_output=True, text=True).stdout
             time.sleep(0.5)
         raise Fail(f'libvirtd did not answer within 60 s: {self.tail()}')
 
