@@ -3,8 +3,9 @@
 # with Debian's patches applied into build/src/base, as a git repository with
 # a single commit tagged "base".  Idempotent: does nothing when that exists.
 #
-# apt gets a private configuration under .cache/apt, so the machine's own
-# sources.list (which has no deb-src line on a stock Debian 12) is untouched.
+# apt gets a private configuration under .cache/apt (scripts/apt-src.sh), so
+# the machine's own sources.list (which has no deb-src line on a stock
+# Debian 12) is untouched.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,33 +31,14 @@ EOF
 
 mkdir -p "$dl"
 if ! verify >/dev/null 2>&1; then
-    command -v apt-get >/dev/null || die "apt-get not found: this needs Debian 12"
-    apt=$cache/apt
-    mkdir -p "$apt/lists/partial" "$apt/parts"
-    cat >"$apt/parts/bookworm-src.sources" <<'EOF'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    opts=(-o "Dir::State::Lists=$apt/lists"
-          -o "Dir::Etc::SourceParts=$apt/parts"
-          -o "Dir::Etc::SourceList=/dev/null"
-          -o "APT::Sandbox::User=root")
-    echo "fetch-base: updating the private deb-src index in $apt"
-    apt-get "${opts[@]}" -q update >"$apt/update.log" 2>&1 ||
-        die "apt-get update failed (no network, or the archive is unreachable); see $apt/update.log, then run 'make fetch' again"
+    . "$top/scripts/apt-src.sh"
+    echo "fetch-base: updating the private deb-src index in $APT_DIR"
+    apt_src_update ||
+        die "apt-get update failed (no network, or the archive is unreachable); see $APT_DIR/update.log, then run 'make fetch' again"
     echo "fetch-base: downloading $PACKAGE=$VERSION"
-    (cd "$dl" && apt-get "${opts[@]}" -q source --download-only "$PACKAGE=$VERSION") \
-        >"$apt/source.log" 2>&1 ||
-        die "apt-get source $PACKAGE=$VERSION failed; see $apt/source.log. If the version is gone from the archive, pin a new one in base.pin"
+    (cd "$dl" && apt-get "${APT_OPTS[@]}" -q source --download-only "$PACKAGE=$VERSION") \
+        >"$APT_DIR/source.log" 2>&1 ||
+        die "apt-get source $PACKAGE=$VERSION failed; see $APT_DIR/source.log. If the version is gone from the archive, pin a new one in base.pin"
     if ! verify; then
         rm -f "$dl/$DSC" "$dl/$ORIG" "$dl/$DEBIAN"
         die "checksum mismatch for $PACKAGE=$VERSION (see above); the files were removed. Do not edit base.pin to match unless you meant to change the base"

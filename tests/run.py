@@ -3,7 +3,9 @@
 
 Suites: tests/smoke.py; the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
-each aio mode; the guest end-to-end tests of tests/guest.  Every test runs under a timeout, so a hang is a failure.
+each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
+running the build's QEMU (tests/libvirt.py).  Every test runs under a
+timeout, so a hang is a failure.
 
 Known failures of the base are listed in tests/known-failures, each with its
 reason and the issue that fixes it.  They are reported as expected failures
@@ -44,6 +46,7 @@ EXTRA_IOTESTS = ['281', 'graph-changes-while-io']
 
 QTEST_TIMEOUT = 600
 GUEST_TIMEOUT = 1800
+LIBVIRT_TIMEOUT = 1200
 HANG_TIMEOUT = 90
 
 
@@ -205,6 +208,32 @@ def run_guest(build, res):
                              if i['suite'] == 'guest'):
         res.add('guest', 'run.py', 'fail',
                 f'exit status {rc}, {n} cases reported')
+
+
+def run_libvirt(build, res):
+    """tests/libvirt.py: a libvirt domain whose <emulator> is this build.
+    It skips (visibly, never as a pass) only where libvirt cannot be
+    installed."""
+    log('== libvirt end to end (tests/libvirt.py)')
+    n = 0
+
+    def on_line(line):
+        nonlocal n
+        print('   ', line, end='', flush=True)
+        m = re.match(r'^(ok|FAIL|SKIP) (\S+?)(?:: (.*))?$', line.rstrip())
+        if m:
+            n += 1
+            res.add('libvirt', m.group(2),
+                    {'ok': 'pass', 'FAIL': 'fail', 'SKIP': 'skip'}[m.group(1)],
+                    m.group(3) or '')
+
+    rc, timed_out = stream([sys.executable, f'{TOP}/tests/libvirt.py', '--emulator',
+                            f'{build}/qemu-system-x86_64'], LIBVIRT_TIMEOUT, on_line)
+    if timed_out:
+        res.add('libvirt', 'libvirt.py', 'timeout', f'killed after {LIBVIRT_TIMEOUT}s')
+    elif n == 0 or (rc != 0 and not any(i['status'] == 'fail' for i in res.items
+                                        if i['suite'] == 'libvirt')):
+        res.add('libvirt', 'libvirt.py', 'fail', f'exit status {rc}, {n} checks reported')
 
 
 def run_unit(build, res, jobs):
@@ -385,7 +414,7 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['smoke', 'unit', 'qtest', 'iotests', 'guest'],
+                    choices=['smoke', 'unit', 'qtest', 'iotests', 'guest', 'libvirt'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -402,7 +431,7 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests', 'guest']
+    suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests', 'guest', 'libvirt']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -418,6 +447,8 @@ def main():
                     args.iotest_timeout)
     if 'guest' in suites:
         run_guest(build, res)
+    if 'libvirt' in suites:
+        run_libvirt(build, res)
 
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
@@ -430,6 +461,9 @@ def main():
             f'{res.count("skip", s)} skipped, {res.count("xfail", s)} '
             f'expected failures, {res.count("xpass", s)} unexpected passes')
     bad = [i for i in res.items if i['status'] in ('fail', 'timeout')]
+    for i in res.items:
+        if i['status'] == 'skip':
+            log(f'SKIPPED: {i["suite"]} {i["test"]} {i["detail"]}')
     for i in bad:
         log(f'FAILED: {i["suite"]} {i["test"]} ({i["status"]}) {i["detail"]}')
     for i in res.items:

@@ -24,6 +24,8 @@ GUEST_DIR = os.path.join(ROOT, 'guest')
 WORKLOADS = os.path.join(GUEST_DIR, 'workloads')
 logging.getLogger('qemu').setLevel(logging.CRITICAL)   # we report failures ourselves
 CMDLINE = 'console=ttyS0 clocksource=tsc tsc=reliable quiet panic=-1'
+# Where qemu-system-x86_64 and qemu-img are; None: build/BUILD (run.py --bindir).
+BINDIR: Optional[str] = None
 
 
 def use_qemu_python(build: str) -> None:
@@ -89,8 +91,9 @@ class Run:
         self.pidfile = os.path.join(tmp, 'qemu.pid')
         self.events: List[dict] = []
         self.deadline = 0.0
-        binary = os.path.join(ROOT, 'build', build, 'qemu-system-x86_64')
-        self.qemu_img = os.path.join(ROOT, 'build', build, 'qemu-img')
+        bindir = BINDIR or os.path.join(ROOT, 'build', build)
+        binary = os.path.join(bindir, 'qemu-system-x86_64')
+        self.qemu_img = os.path.join(bindir, 'qemu-img')
         if not os.access(binary, os.X_OK):
             raise CaseFail(f'no {binary}')
         from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel

@@ -26,6 +26,10 @@ def main() -> int:
                     help='base: the smaller subset (default for --build base)')
     ap.add_argument('--case', nargs='+', default=[], metavar='NAME',
                     help='run only these cases (names or prefixes)')
+    ap.add_argument('--bindir', metavar='DIR',
+                    help='run qemu-system-x86_64 and qemu-img from DIR (e.g. /usr/bin for the '
+                    'installed packages) instead of build/BUILD; BUILD still names the '
+                    'source tree whose python/qemu drives them')
     ap.add_argument('--list', action='store_true', help='print the case table')
     ap.add_argument('--timeout-scale', type=float, default=1.0,
                     help='multiply every case timeout (slow machine)')
@@ -38,6 +42,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     harness.use_qemu_python(a.build)
+    harness.BINDIR = a.bindir
     import cases  # pylint: disable=import-outside-toplevel
 
     missing = cases.pairwise_missing()
@@ -60,7 +65,7 @@ def main() -> int:
         return 0
 
     guest = harness.build_guest()
-    print(f'# guest {guest}; build/{a.build}; {len(todo)} cases', flush=True)
+    print(f'# guest {guest}; {a.bindir or "build/" + a.build}; {len(todo)} cases', flush=True)
     passed = failed = 0
     t0 = time.time()
     for c in todo:

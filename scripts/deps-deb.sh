@@ -1,0 +1,29 @@
+#!/bin/bash
+# deps-deb.sh: install what 'make deb' needs: dpkg-dev and the build
+# dependencies of the fork's source package, as apt-get build-dep computes
+# them from its .dsc for an arch-only build with the pkg.qemu.x86only profile.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+die() { echo "deps-deb: error: $*" >&2; exit 1; }
+
+"$top/scripts/deps.sh"
+src=$("$top/scripts/deb-src.sh")
+dsc=$(ls "$(dirname "$src")"/*.dsc)
+if (cd "$src" && dpkg-checkbuilddeps -B -P pkg.qemu.x86only) 2>/dev/null; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    (cd "$src" && dpkg-checkbuilddeps -B -P pkg.qemu.x86only) || true
+    die "run as root: apt-get build-dep --arch-only -P pkg.qemu.x86only $dsc"
+fi
+echo "deps-deb: installing the build dependencies of $(basename "$dsc")"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null || die "apt-get update failed; check the network and /etc/apt/sources.list"
+apt-get build-dep -y -q --no-install-recommends --arch-only -P pkg.qemu.x86only "$dsc" \
+    >"$top/build/deps-deb.log" 2>&1 || {
+    tail -n 20 "$top/build/deps-deb.log" >&2
+    die "apt-get build-dep failed; see build/deps-deb.log"; }
+(cd "$src" && dpkg-checkbuilddeps -B -P pkg.qemu.x86only) ||
+    die "build dependencies still unmet after apt-get build-dep (see above)"
+echo "deps-deb: build dependencies installed"
