@@ -30,9 +30,15 @@ for tool in ninja meson; do
         { echo "build: error: $tool not found; run 'make deps' first" >&2; exit 1; }
 done
 
-# Reconfigure only when the source or the configure line changes; ninja re-runs meson by
-# itself when meson.build files change.
-want="$src ${CONFIGURE_ARGS[*]}"
+# Reconfigure only when the source, the configure line or the installed
+# development packages change; ninja re-runs meson by itself when meson.build
+# files change.  configure enables optional features (gtk, curl, rbd, ...)
+# by what is installed, so the -dev packages are part of the configuration:
+# base and fork must not differ by what was installed between their
+# configure runs (make deps-deb installs hundreds of them).
+devpkgs=$(dpkg-query -W -f '${db:Status-Abbrev}${Package}=${Version}\n' '*-dev' 2>/dev/null |
+          sed -n 's/^ii *//p' | sort | sha256sum | cut -c1-16)
+want="$src ${CONFIGURE_ARGS[*]} dev-packages:$devpkgs"
 if [ ! -f "$out/build.ninja" ] || [ "$(cat "$out/.configure-args" 2>/dev/null)" != "$want" ]; then
     rm -rf "$out"
     mkdir -p "$out"
