@@ -424,6 +424,27 @@ class Test:
             raise Fail(f'queue 0 of virtio-disk0 never used: {q}')
         return f'virtio-disk0 queue 0: used-idx {q["used-idx"]}, inuse 0'
 
+    def queue_stats(self):
+        """The fork's counters (docs/notify-batch.md), read as docs/install.md
+        shows: they agree with the queue's own state."""
+        path = '/machine/peripheral/virtio-disk0/virtio-backend'
+        st = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=0)
+        stats = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-stats', path=path)
+        q = next((s for s in stats if s['queue-index'] == 0), None)
+        if q is None:
+            raise Fail(f'no counters for queue 0 of virtio-disk0: {stats}')
+        # Both count from the guest driver's reset; used-idx wraps at 2^16.
+        if q['completions'] % 65536 != st['used-idx']:
+            raise Fail(f'completions {q["completions"]} do not match used-idx '
+                       f'{st["used-idx"]}: {q}')
+        if not 0 < q['notifications'] <= q['completions']:
+            raise Fail(f'notifications {q["notifications"]} for {q["completions"]} '
+                       f'completions: {q}')
+        if len(q['batches']) != 8 or not sum(q['batches']):
+            raise Fail(f'no batches counted: {q}')
+        return (f'virtio-disk0 queue 0: {q["completions"]} completions, '
+                f'{q["notifications"]} notifications, {q["merged"]} merged')
+
     def resume_shutoff(self):
         self.go(2)
         self.lv.virsh('resume', DOMAIN)
@@ -502,6 +523,7 @@ class Test:
                  ('libvirt-aio-modes', self.aio_modes),
                  ('libvirt-suspend-domblkstat', self.domblkstat),
                  ('libvirt-queue-status', self.queue_status),
+                 ('libvirt-queue-stats', self.queue_stats),
                  ('libvirt-resume-shutoff', self.resume_shutoff),
                  ('libvirt-fio-verify', self.fio_verify),
                  ('libvirt-lifecycle', self.lifecycle)]
