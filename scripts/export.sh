@@ -78,11 +78,19 @@ Subject: [PATCH 0/0] *** SUBJECT HERE ***
 EOF
 fi
 sed -i "s|^Subject: \[PATCH 0/[0-9]*\]|Subject: [PATCH 0/$n]|" "$tmp/cover"
+# One part per group, as each would be sent upstream as a series of its
+# own: its shortlog and its diffstat.
 {
     echo "$marker"
-    echo
-    g shortlog base..HEAD
-    g diff --stat=80 --summary base HEAD
+    prev=base
+    for grp in "${PATCH_GROUPS[@]}"; do
+        echo
+        echo "Part $grp: $(g rev-list --count "$prev..$grp") patches"
+        echo
+        g shortlog "$prev..$grp"
+        g diff --stat=80 --summary "$prev" "$grp"
+        prev=$grp
+    done
 } >>"$tmp/cover"
 update "$tmp/cover" "$cover"
 echo "export: $n patches from $dir written to patches/"
