@@ -25,7 +25,7 @@ def main() -> int:
     ap.add_argument('--subset', choices=['all', 'base'], default=None,
                     help='base: the smaller subset (default for --build base)')
     ap.add_argument('--case', nargs='+', default=[], metavar='NAME',
-                    help='run only these cases (names or prefixes)')
+                    help='run only these cases (names, or prefixes of names)')
     ap.add_argument('--bindir', metavar='DIR',
                     help='run qemu-system-x86_64 and qemu-img from DIR (e.g. /usr/bin for the '
                     'installed packages) instead of build/BUILD; BUILD still names the '
@@ -54,7 +54,12 @@ def main() -> int:
     subset = a.subset or ('base' if a.build == 'base' else 'all')
     todo = [c for c in cases.CASES if subset == 'all' or c.base]
     if a.case:
-        todo = [c for c in todo if any(c.name == n or c.name.startswith(n) for n in a.case)]
+        # A name that is a case's whole name selects that case only;
+        # otherwise it is a prefix.
+        names = {c.name for c in todo}
+        todo = [c for c in todo
+                if any(c.name == n or (n not in names and c.name.startswith(n))
+                       for n in a.case)]
         if not todo:
             print(f'no case matches {a.case}')
             print('0 passed, 1 failed')
