@@ -25,6 +25,7 @@
 
 
 pid_t qemu_pid = -1;
+static pid_t qemu_pgid = -1;    /* its process group, which may outlive it */
 bool qemu_hung;
 static char sock_path[108], qmp_path[108];
 static char mem_path[256];
@@ -59,6 +60,11 @@ void cleanup(void)
             waitpid(qemu_pid, NULL, 0);
             qemu_pid = -1;
         }
+    }
+    if (qemu_pgid > 0) {
+        /* what QEMU (or a wrapper script) left behind in its group */
+        kill(-qemu_pgid, SIGKILL);
+        qemu_pgid = -1;
     }
     char *files[] = { sock_path, qmp_path, mem_path, log_path };
     for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -125,8 +131,8 @@ void die(const char *fmt, ...)
             qemu_pid = -1;
         }
         if (qemu_pid < 0 && pid > 0) {
-            if (WIFSIGNALED(st) && opt.chaos) {
-                code = CHAOS_CRASH;
+            if (opt.chaos) {
+                code = CHAOS_CRASH;     /* QEMU must never go away by itself */
             }
             if (WIFEXITED(st)) {
                 fprintf(stderr, "vblk-load: QEMU exited with status %d\n", WEXITSTATUS(st));
@@ -154,6 +160,7 @@ int qemu_stop(double secs)
     if (qemu_pid <= 0) {
         return -1;
     }
+    kill(-qemu_pid, SIGTERM);
     kill(qemu_pid, SIGTERM);
     for (double end = now_s() + secs; now_s() < end; usleep(10000)) {
         if (waitpid(qemu_pid, &st, WNOHANG) == qemu_pid) {
@@ -364,7 +371,7 @@ void qemu_start(struct qemu_conn *c)
         }
         _exit(127);
     }
-    qemu_pid = pid;
+    qemu_pid = qemu_pgid = pid;
     close(logfd);
     close(errpipe[1]);
     int e;

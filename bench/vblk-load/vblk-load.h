@@ -10,6 +10,8 @@
  *   virtio.c  virtio-pci initialisation and the split virtqueues
  *   driver.c  the load loop, the measured window, --threads
  *   stats.c   latency histogram, CPU per thread, strace
+ *   image.c   the disk image of --chaos and the check of what changed
+ *   chaos.c   --chaos: a hostile guest on one queue, checked I/O on another
  *   main.c    options and the report
  */
 #ifndef VBLK_LOAD_H
