@@ -187,15 +187,15 @@ def run_smoke(build, res):
 
 
 def chaos_names(vblk):
-    """What chaos.sh must report: test-image, every case with and without
-    an IOThread, every self-test."""
+    """What chaos.sh must report: test-image, every case in each of its
+    configurations, every self-test."""
     def first_words(what):
         out = subprocess.run([vblk, '--chaos', what], capture_output=True,
                              text=True, check=True).stdout
         return [line.split()[0] for line in out.splitlines() if line.strip()]
     cases = first_words('list')
-    return (['test-image'] + [f'{c}/{w}' for c in cases
-                              for w in ('iothread', 'main-loop')] +
+    configs = ('iothread', 'iothread-irq', 'iothread-irq-noevidx', 'main-loop')
+    return (['test-image'] + [f'{c}/{w}' for c in cases for w in configs] +
             first_words('selftests'))
 
 

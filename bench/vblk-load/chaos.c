@@ -9,6 +9,8 @@
  * outside the requested sectors of the disk image changed, that the device
  * stops writing guest RAM once a reset reads back 0, that both queues do
  * verified I/O after the reset, and that QEMU stays up and exits cleanly.
+ * The good queue polls its used ring, or with --mode irq waits for its
+ * MSI-X messages, so that a lost notification shows as a stalled queue.
  * Exit status: 0 as expected, 1 not, 3 QEMU died, 4 QEMU stopped answering.
  */
 #include "chaos.h"
@@ -73,6 +75,15 @@ static struct sector_range mods[4];         /* what the case may change */
 static unsigned nmods;
 static char outcome[256];                   /* what QEMU did, for the report */
 
+/* "iothread on, poll, EVENT_IDX": how the device and the good queue run */
+static const char *config_name(void)
+{
+    static char s[64];
+    snprintf(s, sizeof(s), "iothread %s, %s, %s", opt.iothread ? "on" : "off",
+             opt.irq ? "irq" : "poll", opt.event_idx ? "EVENT_IDX" : "no EVENT_IDX");
+    return s;
+}
+
 static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
 {
@@ -81,7 +92,7 @@ static void fail(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    die("chaos %s (iothread %s): %s", cur->name, opt.iothread ? "on" : "off", msg);
+    die("chaos %s (%s): %s", cur->name, config_name(), msg);
 }
 
 static void sleep_s(double s)
@@ -104,12 +115,38 @@ static uint64_t completed(unsigned i)
     return __atomic_load_n(&vqs[i].n.all, __ATOMIC_RELAXED);
 }
 
+/* One look at queue q: with --mode irq only when its MSI-X message came
+ * (reap, re-arm, look again, as drive_range() does); returns requests
+ * reaped. */
+static unsigned good_look(struct vq *q, bool stopping)
+{
+    unsigned n = 0;
+    if (*q->msi_word) {
+        __atomic_exchange_n(q->msi_word, 0, __ATOMIC_ACQ_REL);
+        q->irq_pending = true;
+    }
+    if (!opt.irq || q->irq_pending) {
+        n = reap(q, false);
+        if (opt.irq) {
+            arm_irq(q);
+            if (__atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE) == q->last_used) {
+                q->irq_pending = false;
+            }
+        }
+        refill(q, stopping, false);
+    }
+    return n;
+}
+
 static void *good_loop(void *arg)
 {
     struct good *g = arg;
     for (unsigned i = g->first; i < g->last; i++) {
         for (unsigned s = 0; s < opt.depth; s++) {
             submit_slot(&vqs[i], &vqs[i].slots[s]);
+        }
+        if (opt.irq) {
+            arm_irq(&vqs[i]);
         }
         kick_if_needed(&vqs[i], 0, false);
     }
@@ -120,8 +157,7 @@ static void *good_loop(void *arg)
             break;
         }
         for (unsigned i = g->first; i < g->last; i++) {
-            n += reap(&vqs[i], false);
-            refill(&vqs[i], stop == GOOD_DRAIN, false);
+            n += good_look(&vqs[i], stop == GOOD_DRAIN);
             inflight += vqs[i].inflight;
         }
         if (stop == GOOD_DRAIN && !inflight) {
@@ -708,24 +744,27 @@ static uint64_t check_good_queue(void)
 }
 
 /* After a reset reads back 0 the device must not write guest RAM: the
- * used rings and status bytes stay as they are. */
+ * used rings, the status bytes and the MSI-X message words stay as they
+ * are. */
 static void check_quiet_after_reset(void)
 {
-    size_t ul = 6 + 8 * vqs[0].size;
-    uint8_t *a = malloc(2 * ul + 64), *b = malloc(2 * ul + 64);
+    size_t ul = 6 + 8 * vqs[0].size, n = 2 * ul + 64 + 3 * 4;
+    uint8_t *a = malloc(n), *b = malloc(n);
     if (!a || !b) {
         die("out of memory");
     }
     for (int pass = 0; pass < 2; pass++) {
         uint8_t *p = pass ? b : a;
+        uint32_t w[3] = { *virtio_config_msi(), *vqs[0].msi_word, *vqs[1].msi_word };
         memcpy(p, (void *)vqs[0].used_hdr, ul);
         memcpy(p + ul, (void *)vqs[1].used_hdr, ul);
         memcpy(p + 2 * ul, gpa(h_st), 64);
+        memcpy(p + 2 * ul + 64, w, sizeof(w));
         if (!pass) {
             sleep_s(0.05);
         }
     }
-    bool same = !memcmp(a, b, 2 * ul + 64);
+    bool same = !memcmp(a, b, n);
     free(a);
     free(b);
     if (!same) {
@@ -790,8 +829,6 @@ static void chaos_options(void)
     opt.bs = 4096;
     opt.rw = RW_RANDRW;
     opt.verify = true;
-    opt.irq = false;
-    opt.event_idx = true;
     opt.queue_size = 256;
 }
 
@@ -860,9 +897,9 @@ static void run_case(void)
     check_image("after the good I/O that followed the reset");
     check_alive("at the end");
     stop();
-    printf("ok   %s (iothread %s): %s; good queue: %" PRIu64 " completions during the "
+    printf("ok   %s (%s): %s; good queue: %" PRIu64 " completions during the "
            "case, %s %" PRIu64 "; image intact; reset, re-init, verified I/O on both queues: "
-           "ok\n", cur->name, opt.iothread ? "on" : "off", outcome, during,
+           "ok\n", cur->name, config_name(), outcome, during,
            cur->resets ? "none expected after the reset," : cur->error ?
            "none after NEEDS_RESET, reaped after it:" : "after it:", after);
 }

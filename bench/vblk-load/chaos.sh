@@ -44,8 +44,13 @@ else
     fail=1
     echo "FAIL test-image: the image check is blind"; ./test-image | sed 's/^/    | /'
 fi
+# the device on an IOThread (the path the series changed) with the good
+# queue polled, then waiting for interrupts with and without EVENT_IDX (a
+# lost notification stalls it), then in the main loop
 for c in $($V --chaos list | cut -d' ' -f1); do
     run "$c/iothread" 0 --chaos "$c" --iothread on
+    run "$c/iothread-irq" 0 --chaos "$c" --iothread on --mode irq
+    run "$c/iothread-irq-noevidx" 0 --chaos "$c" --iothread on --mode irq --event-idx off
     run "$c/main-loop" 0 --chaos "$c" --iothread off
 done
 while read -r c want rest; do

@@ -79,8 +79,9 @@ static void usage(FILE *f)
 "  --chaos CASE         be a hostile guest on queue 1 while queue 0 does checked\n"
 "                       I/O, in a fresh QEMU on a disk image of its own; assert\n"
 "                       what QEMU must do (--chaos list: the cases).  Only\n"
-"                       --qemu, --iothread, --timeout and --seed apply.  Exit\n"
-"                       status 3: QEMU died, 4: QEMU stopped answering\n"
+"                       --qemu, --iothread, --mode, --event-idx, --timeout and\n"
+"                       --seed apply.  Exit status 3: QEMU died, 4: QEMU\n"
+"                       stopped answering\n"
 "  -h, --help           this help\n",
         opt.blockdev);
 }
