@@ -20,12 +20,12 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <signal.h>
 #include <sys/wait.h>
 
 #include "image.h"
@@ -74,6 +74,7 @@ static uint64_t h_hdr, h_st, h_buf, h_ind;  /* its buffers (guest addresses) */
 static struct sector_range mods[4];         /* what the case may change */
 static unsigned nmods;
 static char outcome[256];                   /* what QEMU did, for the report */
+static char statuses[64];                   /* of queue 1's completed requests */
 
 /* "iothread on, poll, EVENT_IDX": how the device and the good queue run */
 static const char *config_name(void)
@@ -299,9 +300,13 @@ static void expect_done(unsigned n)
 /* The status byte of completed request n must be want. */
 static void expect_status(unsigned n, uint8_t want)
 {
+    static const char *const names[] = { "OK", "IOERR", "UNSUPP" };
+    size_t l = strlen(statuses);
     if (hstatus(n) != want) {
         fail("request %u completed with status %u, expected %u", n, hstatus(n), want);
     }
+    snprintf(statuses + l, sizeof(statuses) - l, "%s%s", l ? ", " : "",
+             want < 3 ? names[want] : "?");
 }
 
 /* Wait for NEEDS_RESET; unless some may complete first (may_complete),
@@ -703,7 +708,8 @@ static void check_outcome(void)
             fail("QEMU printed an error: %s", line);
         }
         if (!outcome[0]) {
-            snprintf(outcome, sizeof(outcome), "completed as expected, no NEEDS_RESET");
+            snprintf(outcome, sizeof(outcome), "completed with status %s, no NEEDS_RESET",
+                     statuses);
         }
         return;
     }
