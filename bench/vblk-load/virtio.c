@@ -239,7 +239,10 @@ void arm_irq(struct vq *q)
 uint64_t virtio_ram_needed(void)
 {
     uint64_t per_q = 3 * 4096 + 16 * 1024 + 8 * 1024 + (uint64_t)opt.depth * (opt.bs + 4096 + 64);
-    uint64_t need = RAM_ALLOC_START + 4096 * 2 + opt.queues * per_q + (4u << 20);
+    uint64_t need = RAM_ALLOC_START + 4096 * 2 + opt.queues * per_q;
+    if (opt.chaos) {
+        need += 1u << 20;       /* chaos.c's own buffers */
+    }
     uint64_t sz = 64ull << 20;
     while (sz < need + (4u << 20)) {
         sz += 64ull << 20;
