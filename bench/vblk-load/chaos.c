@@ -407,6 +407,21 @@ static void case_ring_desc(void)
     }
 }
 
+static void case_ring_used(void)
+{
+    /* read one sector into the used ring, past the entry this request gets */
+    uint64_t used = (uint8_t *)hq->used_hdr - (uint8_t *)gpa(0);
+    hreq(0, 0, T_IN, HS_READ, used + 512, 512);
+    hpost(0);
+    hkick();
+    expect_done(1);
+    expect_status(0, S_OK);
+    if (hq->used_ring[0].id != 0) {
+        fail("used ring entry 0 names descriptor %u, not 0", hq->used_ring[0].id);
+    }
+    expect_pattern((uint8_t *)hq->used_hdr + 512, HS_READ, 1);
+}
+
 static void case_loop(void)
 {
     hdesc(0, hhdr(0, T_OUT, HS_WRITE), 16, F_NEXT, 1);
@@ -619,6 +634,8 @@ static const struct chaos_case cases[] = {
       "a 512-byte buffer at 512 GiB: mapped through QEMU's bounce buffer, data dropped" },
     { "ring-desc", case_ring_desc, NULL, false, false,
       "buffers in the queue's own descriptor table: written to disk, read into it" },
+    { "ring-used", case_ring_used, NULL, false, false,
+      "a read into the used ring, which the device writes too" },
     { "zero-len", case_zero_len, "virtio: zero sized buffers are not allowed", false, false,
       "a data descriptor of length 0" },
     { "huge-len", case_huge_len, "virtio: bogus descriptor or out of resources", false, false,
