@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Run the fork's test suites on one build (build/fork by default).
 
-Suites: tests/smoke.py; the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
+Suites: tests/smoke.py; vblk-load as a hostile guest (bench/vblk-load/chaos.sh);
+the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
 running the build's QEMU (tests/libvirt.py).  Every test runs under a
@@ -47,6 +48,7 @@ EXTRA_IOTESTS = ['281', 'graph-changes-while-io']
 QTEST_TIMEOUT = 600
 GUEST_TIMEOUT = 1800
 LIBVIRT_TIMEOUT = 1200
+CHAOS_TIMEOUT = 600
 HANG_TIMEOUT = 90
 
 
@@ -182,6 +184,54 @@ def run_smoke(build, res):
                     'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
     if r.returncode != 0 and n == 0:
         res.add('smoke', 'smoke.py', 'fail', f'exit status {r.returncode}')
+
+
+def chaos_names(vblk):
+    """What chaos.sh must report: test-image, every case in each of its
+    configurations, every self-test."""
+    def first_words(what):
+        out = subprocess.run([vblk, '--chaos', what], capture_output=True,
+                             text=True, check=True).stdout
+        return [line.split()[0] for line in out.splitlines() if line.strip()]
+    cases = first_words('list')
+    configs = ('iothread', 'iothread-irq', 'iothread-irq-noevidx', 'main-loop')
+    return (['test-image'] + [f'{c}/{w}' for c in cases for w in configs] +
+            first_words('selftests'))
+
+
+def run_chaos(build, res):
+    """bench/vblk-load/chaos.sh: vblk-load as a broken or malicious guest on
+    one queue while another does checked I/O, each case in a fresh QEMU
+    (docs/vblk-load.md).  A case that chaos.sh does not report fails."""
+    log('== hostile driver (bench/vblk-load/chaos.sh)')
+    vdir = f'{TOP}/bench/vblk-load'
+    r = subprocess.run(['make', '-s', '-C', vdir, 'vblk-load', 'test-image'],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        print(r.stdout + r.stderr, end='', flush=True)
+        res.add('chaos', 'build', 'fail', f'make exited {r.returncode}')
+        return
+    want = chaos_names(f'{vdir}/vblk-load')
+    seen = set()
+
+    def on_line(line):
+        print('   ', line, end='', flush=True)
+        m = re.match(r'^(ok|FAIL) +(\S+?): (.*)$', line.rstrip())
+        if m:
+            seen.add(m.group(2))
+            res.add('chaos', m.group(2),
+                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
+
+    rc, timed_out = stream([f'{vdir}/chaos.sh', f'{build}/qemu-system-x86_64'],
+                           CHAOS_TIMEOUT, on_line)
+    if timed_out:
+        res.add('chaos', 'chaos.sh', 'timeout', f'killed after {CHAOS_TIMEOUT}s')
+    for name in want:
+        if name not in seen and not timed_out:
+            res.add('chaos', name, 'fail', f'not reported (chaos.sh exit status {rc})')
+    if rc != 0 and not any(i['status'] == 'fail' for i in res.items
+                           if i['suite'] == 'chaos'):
+        res.add('chaos', 'chaos.sh', 'fail', f'exit status {rc}, no case failed')
 
 
 def run_guest(build, res):
@@ -414,7 +464,8 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['smoke', 'unit', 'qtest', 'iotests', 'guest', 'libvirt'],
+                    choices=['smoke', 'chaos', 'unit', 'qtest', 'iotests', 'guest',
+                             'libvirt'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -431,13 +482,16 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['smoke', 'unit', 'qtest', 'iotests', 'guest', 'libvirt']
+    suites = args.suite or ['smoke', 'chaos', 'unit', 'qtest', 'iotests', 'guest',
+                            'libvirt']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
 
     if 'smoke' in suites:
         run_smoke(build, res)
+    if 'chaos' in suites:
+        run_chaos(build, res)
     if 'unit' in suites:
         run_unit(build, res, args.jobs)
     if 'qtest' in suites:

@@ -43,6 +43,11 @@ case $out in
 *'"check": "ok"'*) ok "QEMU's virtqueue counters agree with the driver" ;;
 *) bad "QEMU's virtqueue counters"; echo "$out" | tail -8 ;;
 esac
+# a hostile guest (chaos.sh runs all cases): one that breaks the device, one
+# that must not, and a self-test that must fail
+run "chaos: zero-length buffer"  0 --qemu "$QEMU" --chaos zero-len
+run "chaos: past the disk's end" 0 --qemu "$QEMU" --chaos past-end
+run "chaos: undeclared write fails" 1 --qemu "$QEMU" --chaos selftest-corrupt
 run "bad option"                 2 --depth 0
 run "bad --kick"                 2 --kick later
 run "bad --device-opts"          2 --device-opts ",a=b"

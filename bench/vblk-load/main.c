@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chaos.h"
 #include "driver.h"
 #include "pci.h"
 #include "qemu.h"
@@ -75,6 +76,12 @@ static void usage(FILE *f)
 "  --seed N             random seed (default 1)\n"
 "  --timeout SECONDS    give up when QEMU or the device is silent this long (default 10)\n"
 "  --json               machine-readable output\n"
+"  --chaos CASE         be a hostile guest on queue 1 while queue 0 does checked\n"
+"                       I/O, in a fresh QEMU on a disk image of its own; assert\n"
+"                       what QEMU must do (--chaos list: the cases).  Only\n"
+"                       --qemu, --iothread, --mode, --event-idx, --timeout and\n"
+"                       --seed apply.  Exit status 3: QEMU died, 4: QEMU\n"
+"                       stopped answering\n"
 "  -h, --help           this help\n",
         opt.blockdev);
 }
@@ -134,7 +141,7 @@ static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
            O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP,
-           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK };
+           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -144,7 +151,8 @@ static void parse_args(int argc, char **argv)
         { "queue-size", 1, 0, O_QSIZE }, { "device-opts", 1, 0, O_DEVOPTS },
         { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE },
         { "poll-max-ns", 1, 0, O_POLLMAX }, { "spin", 0, 0, O_SPIN },
-        { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "help", 0, 0, 'h' },
+        { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "chaos", 1, 0, O_CHAOS },
+        { "help", 0, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     int c;
@@ -220,6 +228,7 @@ static void parse_args(int argc, char **argv)
             opt.extra_dev = optarg;
             break;
         case O_SEED: opt.seed = parse_uint("--seed", optarg, 0, ~0ul); break;
+        case O_CHAOS: opt.chaos = optarg; break;
         case 'h': usage(stdout); exit(0);
         case ':':
             fprintf(stderr, "vblk-load: option '%s' needs an argument\n", argv[optind - 1]);
@@ -319,6 +328,9 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (opt.chaos) {
+        return chaos_main();
+    }
 
     uint64_t ram_size = virtio_ram_needed();
     if (ram_size > (2ull << 30)) {

@@ -25,6 +25,8 @@
 
 
 pid_t qemu_pid = -1;
+static pid_t qemu_pgid = -1;    /* its process group, which may outlive it */
+bool qemu_hung;
 static char sock_path[108], qmp_path[108];
 static char mem_path[256];
 static char log_path[256];
@@ -59,6 +61,11 @@ void cleanup(void)
             qemu_pid = -1;
         }
     }
+    if (qemu_pgid > 0) {
+        /* what QEMU (or a wrapper script) left behind in its group */
+        kill(-qemu_pgid, SIGKILL);
+        qemu_pgid = -1;
+    }
     char *files[] = { sock_path, qmp_path, mem_path, log_path };
     for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         if (files[i][0]) {
@@ -88,9 +95,22 @@ static void print_qemu_log(void)
     fclose(f);
 }
 
+/* --chaos: give a QEMU that is going down a moment to be reaped. */
+static void wait_for_exit(int *st)
+{
+    for (int i = 0; i < 50 && qemu_pid > 0; i++) {
+        if (waitpid(qemu_pid, st, WNOHANG) == qemu_pid) {
+            qemu_pid = -1;
+            return;
+        }
+        usleep(10000);
+    }
+}
+
 void die(const char *fmt, ...)
 {
     static int dying;
+    int code = 1;
     if (__atomic_exchange_n(&dying, 1, __ATOMIC_SEQ_CST)) {
         for (;;) {
             pause();        /* another thread is already on its way out */
@@ -103,9 +123,17 @@ void die(const char *fmt, ...)
     fprintf(stderr, "\n");
     va_end(ap);
     if (qemu_pid > 0) {
-        int st;
-        if (waitpid(qemu_pid, &st, WNOHANG) == qemu_pid) {
+        int st = 0;
+        pid_t pid = qemu_pid;
+        if (opt.chaos) {
+            wait_for_exit(&st);
+        } else if (waitpid(qemu_pid, &st, WNOHANG) == qemu_pid) {
             qemu_pid = -1;
+        }
+        if (qemu_pid < 0 && pid > 0) {
+            if (opt.chaos) {
+                code = CHAOS_CRASH;     /* QEMU must never go away by itself */
+            }
             if (WIFEXITED(st)) {
                 fprintf(stderr, "vblk-load: QEMU exited with status %d\n", WEXITSTATUS(st));
             } else if (WIFSIGNALED(st)) {
@@ -113,9 +141,34 @@ void die(const char *fmt, ...)
             }
         }
     }
+    if (qemu_hung && opt.chaos && code == 1) {
+        code = CHAOS_HANG;
+    }
     print_qemu_log();
     cleanup();
-    exit(1);
+    exit(code);
+}
+
+const char *qemu_log(void)
+{
+    return log_path;
+}
+
+int qemu_stop(double secs)
+{
+    int st;
+    if (qemu_pid <= 0) {
+        return -1;
+    }
+    kill(-qemu_pid, SIGTERM);
+    kill(qemu_pid, SIGTERM);
+    for (double end = now_s() + secs; now_s() < end; usleep(10000)) {
+        if (waitpid(qemu_pid, &st, WNOHANG) == qemu_pid) {
+            qemu_pid = -1;
+            return st;
+        }
+    }
+    return -1;
 }
 
 /* ---- guest RAM ---- */
@@ -247,7 +300,8 @@ void qemu_start(struct qemu_conn *c)
              ram_size, mem_path);
     snprintf(mname, sizeof(mname), "%" PRIu64 "M", ram_size >> 20);
     int n = snprintf(dev, sizeof(dev), "virtio-blk-pci,id=vblk0,drive=%s,num-queues=%u,"
-                     "queue-size=%u,event_idx=%s%s%s%s", node_name, opt.queues,
+                     "queue-size=%u,event_idx=%s%s%s%s", node_name,
+                     opt.dev_queues ? opt.dev_queues : opt.queues,
                      opt.queue_size, opt.event_idx ? "on" : "off",
                      opt.iothread ? ",iothread=iothread0" : "",
                      opt.extra_dev ? "," : "", opt.extra_dev ? opt.extra_dev : "");
@@ -317,7 +371,7 @@ void qemu_start(struct qemu_conn *c)
         }
         _exit(127);
     }
-    qemu_pid = pid;
+    qemu_pid = qemu_pgid = pid;
     close(logfd);
     close(errpipe[1]);
     int e;

@@ -26,6 +26,12 @@ void qemu_start(struct qemu_conn *c);
 /* The -blockdev node name of the disk. */
 const char *qemu_node_name(void);
 
+/* The file that has QEMU's stderr (until cleanup). */
+const char *qemu_log(void);
+/* SIGTERM, then wait up to secs for QEMU to exit: its wait status, or -1
+ * if it is still running (cleanup() kills it). */
+int qemu_stop(double secs);
+
 /* Stop QEMU and strace, remove the files.  Idempotent. */
 void cleanup(void);
 

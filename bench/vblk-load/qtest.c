@@ -88,6 +88,7 @@ static void fill(bool block, double deadline)
         if (block) {
             double left = deadline - now_s();
             if (left <= 0) {
+                qemu_hung = true;
                 die("timeout (%.1fs) waiting for QEMU to answer the qtest command '%s' "
                     "(QEMU's main loop is stuck, or the device never answers)", opt.timeout,
                     last_cmd);
@@ -224,8 +225,13 @@ void qtest_kick(uint64_t addr, uint16_t val, bool pipelined)
         writew(addr, val);
         return;
     }
+    qtest_write_pipelined('w', addr, val);
+}
+
+void qtest_write_pipelined(char size, uint64_t addr, uint32_t val)
+{
     char cmd[64];
-    snprintf(cmd, sizeof(cmd), "writew 0x%" PRIx64 " 0x%x\n", addr, val);
+    snprintf(cmd, sizeof(cmd), "write%c 0x%" PRIx64 " 0x%x\n", size, addr, val);
     uint64_t t1 = lock_channel();
     memcpy(last_cmd, cmd, strlen(cmd) - 1);
     last_cmd[strlen(cmd) - 1] = 0;

@@ -31,6 +31,8 @@ void qtest_counts(struct qtest_counts *c);
 
 /* A kick: writew to the notify address; pipelined, it returns once sent. */
 void qtest_kick(uint64_t addr, uint16_t val, bool pipelined);
+/* writeb/w/l (size 'b', 'w', 'l'), pipelined: returns once sent. */
+void qtest_write_pipelined(char size, uint64_t addr, uint32_t val);
 
 void outl(uint16_t port, uint32_t v);
 void outw(uint16_t port, uint16_t v);

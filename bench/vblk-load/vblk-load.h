@@ -10,6 +10,8 @@
  *   virtio.c  virtio-pci initialisation and the split virtqueues
  *   driver.c  the load loop, the measured window, --threads
  *   stats.c   latency histogram, CPU per thread, strace
+ *   image.c   the disk image of --chaos and the check of what changed
+ *   chaos.c   --chaos: a hostile guest on one queue, checked I/O on another
  *   main.c    options and the report
  */
 #ifndef VBLK_LOAD_H
@@ -37,14 +39,21 @@ struct options {
     unsigned queue_size;
     const char *extra_dev;
     uint64_t seed;
+    const char *chaos;      /* --chaos CASE: a hostile guest (chaos.c) */
+    unsigned dev_queues;    /* the device's num-queues, if not opt.queues */
 };
 extern struct options opt;
 
 /* set by the signal handler; every wait loop checks it */
 extern volatile sig_atomic_t got_signal;
 
-/* Print the error (and QEMU's stderr), stop QEMU, exit 1.  Any thread. */
+/* Print the error (and QEMU's stderr), stop QEMU, exit 1.  Any thread.
+ * With --chaos, exit CHAOS_CRASH if QEMU died on a signal, CHAOS_HANG if it
+ * stopped answering (qemu_hung set before the call). */
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+extern bool qemu_hung;
+#define CHAOS_CRASH 3
+#define CHAOS_HANG 4
 
 static inline double now_s(void)
 {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image.h"
 #include "pci.h"
 #include "qemu.h"
 #include "qtest.h"
@@ -23,6 +24,7 @@
 #define ST_FAILED      128
 
 #define F_BLK_MQ        12
+#define F_INDIRECT_DESC 28
 #define F_RING_EVENT_IDX 29
 #define F_VERSION_1     32
 
@@ -58,8 +60,9 @@ struct vq *vqs;
 uint64_t capacity_sectors;
 static struct vpci dev;
 static bool use_event_idx;
-static uint64_t io_sectors;
+static uint64_t io_first, io_limit, io_sectors;   /* the sectors requests go to */
 static uint8_t *written_map;    /* --verify: blocks a completed write covered */
+static uint64_t msi_area;       /* MSI-X message words: config, then a queue each */
 
 static uint64_t rnd(struct vq *q)
 {
@@ -72,10 +75,7 @@ static uint64_t rnd(struct vq *q)
 
 static void fill_pattern(uint8_t *buf, uint64_t sector, unsigned len)
 {
-    for (unsigned off = 0; off < len; off += 8) {
-        uint64_t v = (sector + off / 512) * 0x9e3779b97f4a7c15ull ^ (off % 512) ^ opt.seed;
-        memcpy(buf + off, &v, 8);
-    }
+    image_pattern(buf, sector, len / 512, opt.seed);
 }
 
 static void prepare_request(struct vq *q, struct slot *s)
@@ -100,7 +100,7 @@ static void prepare_request(struct vq *q, struct slot *s)
     } else {
         blk = rnd(q) % blocks;
     }
-    s->sector = blk * (opt.bs / 512);
+    s->sector = io_first + blk * (opt.bs / 512);
     s->write = write;
     s->check = false;
     struct blk_hdr *h = gpa(s->hdr_gpa);
@@ -199,7 +199,8 @@ unsigned reap(struct vq *q, bool count)
         }
         if (s->write) {
             if (opt.verify) {
-                __atomic_store_n(&written_map[s->sector / (opt.bs / 512)], 1, __ATOMIC_RELAXED);
+                __atomic_store_n(&written_map[(s->sector - io_first) / (opt.bs / 512)], 1,
+                                 __ATOMIC_RELAXED);
             }
         } else if (s->check) {
             verify_read(q, s);
@@ -239,6 +240,9 @@ uint64_t virtio_ram_needed(void)
 {
     uint64_t per_q = 3 * 4096 + 16 * 1024 + 8 * 1024 + (uint64_t)opt.depth * (opt.bs + 4096 + 64);
     uint64_t need = RAM_ALLOC_START + 4096 * 2 + opt.queues * per_q;
+    if (opt.chaos) {
+        need += 1u << 20;       /* chaos.c's own buffers */
+    }
     uint64_t sz = 64ull << 20;
     while (sz < need + (4u << 20)) {
         sz += 64ull << 20;
@@ -251,12 +255,100 @@ static void set_status(uint8_t s)
     writeb(dev.common + CC_STATUS, s);
 }
 
+uint8_t virtio_status(void)
+{
+    return readb(dev.common + CC_STATUS);
+}
+
+static void wait_reset(void)
+{
+    double deadline = now_s() + opt.timeout;
+    while (virtio_status() != 0) {
+        if (now_s() > deadline) {
+            qemu_hung = true;
+            die("device did not complete reset within %.1fs", opt.timeout);
+        }
+    }
+}
+
+void virtio_reset_after_kick(struct vq *q)
+{
+    qtest_kick(q->notify_addr, q->idx, true);
+    qtest_write_pipelined('b', dev.common + CC_STATUS, 0);
+    wait_reset();
+}
+
 void virtio_reset(void)
 {
     set_status(0);
+    wait_reset();
 }
 
-static void setup_queue(struct vq *q, unsigned i, uint64_t msi_area)
+void virtio_io_range(uint64_t first, uint64_t n)
+{
+    io_first = first;
+    io_limit = n;
+}
+
+uint64_t virtio_notify_addr(unsigned i)
+{
+    writew(dev.common + CC_QSELECT, i);
+    return dev.notify_base + (uint64_t)readw(dev.common + CC_QNOTIFYOFF) * dev.notify_mult;
+}
+
+void virtio_queue_enable(unsigned i, uint16_t v)
+{
+    writew(dev.common + CC_QSELECT, i);
+    writew(dev.common + CC_QENABLE, v);
+}
+
+volatile uint32_t *virtio_config_msi(void)
+{
+    return gpa(msi_area);
+}
+
+/* Zero q's rings and slots, write its descriptors, give it to the device. */
+static void program_queue(struct vq *q)
+{
+    unsigned qs = q->size;
+    memset(q->desc, 0, 16 * qs);
+    memset(q->avail, 0, 6 + 2 * qs);
+    memset((void *)q->used_hdr, 0, 6 + 8 * qs);
+    *q->msi_word = 0;
+    if (!opt.irq) {
+        q->avail[0] = use_event_idx ? 0 : VRING_AVAIL_F_NO_INTERRUPT;
+        q->avail[2 + qs] = 0x7fff;
+    }
+    q->avail_idx = q->last_used = 0;
+    q->inflight = q->nfree = 0;
+    q->irq_pending = false;
+    for (unsigned s = 0; s < opt.depth; s++) {
+        struct slot *sl = &q->slots[s];
+        sl->inflight = false;
+        q->desc[3 * s] = (struct vdesc){ sl->hdr_gpa, 16, VRING_DESC_F_NEXT, 3 * s + 1 };
+        q->desc[3 * s + 1] = (struct vdesc){ sl->buf_gpa, opt.bs, VRING_DESC_F_NEXT, 3 * s + 2 };
+        q->desc[3 * s + 2] = (struct vdesc){ sl->st_gpa, 1, VRING_DESC_F_WRITE, 0 };
+    }
+    uint64_t d = (uint8_t *)q->desc - (uint8_t *)gpa(0);
+    uint64_t av = (uint8_t *)q->avail - (uint8_t *)gpa(0);
+    uint64_t us = (uint8_t *)q->used_hdr - (uint8_t *)gpa(0);
+    writew(dev.common + CC_QSELECT, q->idx);
+    writel(dev.common + CC_QDESC, (uint32_t)d);
+    writel(dev.common + CC_QDESC + 4, d >> 32);
+    writel(dev.common + CC_QAVAIL, (uint32_t)av);
+    writel(dev.common + CC_QAVAIL + 4, av >> 32);
+    writel(dev.common + CC_QUSED, (uint32_t)us);
+    writel(dev.common + CC_QUSED + 4, us >> 32);
+    writew(dev.common + CC_QMSIX, q->idx + 1);
+    if (readw(dev.common + CC_QMSIX) != q->idx + 1) {
+        die("device refused MSI-X vector %u for queue %u", q->idx + 1, q->idx);
+    }
+    unsigned noff = readw(dev.common + CC_QNOTIFYOFF);
+    q->notify_addr = dev.notify_base + (uint64_t)noff * dev.notify_mult;
+    writew(dev.common + CC_QENABLE, 1);
+}
+
+static void setup_queue(struct vq *q, unsigned i)
 {
     q->idx = i;
     q->msi_word = (volatile uint32_t *)gpa(msi_area + 64 * (i + 1));
@@ -273,18 +365,12 @@ static void setup_queue(struct vq *q, unsigned i, uint64_t msi_area)
         die("virtqueue %u has size %u, too small for depth %u", i, qs, opt.depth);
     }
     q->size = qs;
-    uint64_t d = ram_alloc(16 * qs, 4096);
-    uint64_t av = ram_alloc(6 + 2 * qs, 4096);
+    q->desc = gpa(ram_alloc(16 * qs, 4096));
+    q->avail = gpa(ram_alloc(6 + 2 * qs, 4096));
     uint64_t us = ram_alloc(6 + 8 * qs, 4096);
-    q->desc = gpa(d);
-    q->avail = gpa(av);
     q->used_hdr = gpa(us);
     q->used_ring = gpa(us + 4);
     q->avail_event = gpa(us + 4 + 8 * qs);
-    if (!opt.irq) {
-        q->avail[0] = use_event_idx ? 0 : VRING_AVAIL_F_NO_INTERRUPT;
-        q->avail[2 + qs] = 0x7fff;
-    }
     q->slots = calloc(opt.depth, sizeof(struct slot));
     q->free = calloc(opt.depth, sizeof(unsigned));
     q->hist = calloc(HIST_N, sizeof(uint64_t));
@@ -296,39 +382,14 @@ static void setup_queue(struct vq *q, unsigned i, uint64_t msi_area)
         sl->hdr_gpa = ram_alloc(16, 16);
         sl->st_gpa = ram_alloc(1, 1);
         sl->buf_gpa = ram_alloc(opt.bs, 4096);
-        q->desc[3 * s] = (struct vdesc){ sl->hdr_gpa, 16, VRING_DESC_F_NEXT, 3 * s + 1 };
-        q->desc[3 * s + 1] = (struct vdesc){ sl->buf_gpa, opt.bs, VRING_DESC_F_NEXT, 3 * s + 2 };
-        q->desc[3 * s + 2] = (struct vdesc){ sl->st_gpa, 1, VRING_DESC_F_WRITE, 0 };
     }
-    writel(dev.common + CC_QDESC, (uint32_t)d);
-    writel(dev.common + CC_QDESC + 4, d >> 32);
-    writel(dev.common + CC_QAVAIL, (uint32_t)av);
-    writel(dev.common + CC_QAVAIL + 4, av >> 32);
-    writel(dev.common + CC_QUSED, (uint32_t)us);
-    writel(dev.common + CC_QUSED + 4, us >> 32);
-    writew(dev.common + CC_QMSIX, i + 1);
-    if (readw(dev.common + CC_QMSIX) != i + 1) {
-        die("device refused MSI-X vector %u for queue %u", i + 1, i);
-    }
-    unsigned noff = readw(dev.common + CC_QNOTIFYOFF);
-    q->notify_addr = dev.notify_base + (uint64_t)noff * dev.notify_mult;
-    writew(dev.common + CC_QENABLE, 1);
+    program_queue(q);
 }
 
-void virtio_init(void)
+/* Reset, then ACKNOWLEDGE, DRIVER, the features, FEATURES_OK. */
+static void negotiate(void)
 {
-    pci_find_device();
-    pci_assign_bars();
-    pci_find_caps(&dev);
-
-    /* reset and wait for it to complete */
-    set_status(0);
-    double deadline = now_s() + opt.timeout;
-    while (readb(dev.common + CC_STATUS) != 0) {
-        if (now_s() > deadline) {
-            die("device did not complete reset");
-        }
-    }
+    virtio_reset();
     set_status(ST_ACK);
     set_status(ST_ACK | ST_DRIVER);
 
@@ -352,6 +413,12 @@ void virtio_init(void)
         }
         want |= 1ull << F_BLK_MQ;
     }
+    if (opt.chaos) {
+        if (!(f & (1ull << F_INDIRECT_DESC))) {
+            die("device does not offer VIRTIO_RING_F_INDIRECT_DESC");
+        }
+        want |= 1ull << F_INDIRECT_DESC;
+    }
     use_event_idx = opt.event_idx;
     writel(dev.common + CC_GFSELECT, 0);
     writel(dev.common + CC_GF, (uint32_t)want);
@@ -361,8 +428,11 @@ void virtio_init(void)
     if (!(readb(dev.common + CC_STATUS) & ST_FEATURES_OK)) {
         die("device rejected the features 0x%" PRIx64, want);
     }
+}
 
-    /* device configuration: capacity, and num_queues with MQ */
+/* Capacity and queue counts from the device; the sectors requests go to. */
+static void read_config(void)
+{
     capacity_sectors = readl(dev.devcfg) | (uint64_t)readl(dev.devcfg + 4) << 32;
     if (opt.queues > 1) {
         uint16_t nq = readw(dev.devcfg + 34);
@@ -377,7 +447,13 @@ void virtio_init(void)
     if (capacity_sectors < opt.bs / 512) {
         die("disk too small (%" PRIu64 " sectors) for --bs %u", capacity_sectors, opt.bs);
     }
-    io_sectors = capacity_sectors - capacity_sectors % (opt.bs / 512);
+    uint64_t n = capacity_sectors;
+    if (io_limit && io_first + io_limit <= capacity_sectors) {
+        n = io_limit;
+    } else {
+        io_first = 0;
+    }
+    io_sectors = n - n % (opt.bs / 512);
     if (opt.verify) {
         uint64_t blocks = io_sectors / (opt.bs / 512);
         if (blocks > (256ull << 20)) {
@@ -388,14 +464,17 @@ void virtio_init(void)
             die("out of memory");
         }
     }
+}
 
-    /* MSI-X: enable with the function masked, program the table, unmask */
+/* MSI-X: enable with the function masked, program the table, unmask. */
+static void setup_msix(void)
+{
     if (dev.msix_nvec < opt.queues + 1) {
         die("device has %u MSI-X vectors, need %u", dev.msix_nvec, opt.queues + 1);
     }
     uint16_t ctl = cfg_rw(dev.msix_cap + 2);
     cfg_ww(dev.msix_cap + 2, ctl | 0x8000 | 0x4000);
-    uint64_t msi_area = ram_alloc(64 * (opt.queues + 1), 4096);
+    msi_area = ram_alloc(64 * (opt.queues + 1), 4096);
     for (unsigned v = 0; v <= opt.queues; v++) {
         uint64_t e = dev.msix_table + 16 * v;
         uint64_t a = msi_area + 64 * v;
@@ -405,21 +484,47 @@ void virtio_init(void)
         writel(e + 12, 0);
     }
     cfg_ww(dev.msix_cap + 2, (ctl | 0x8000) & ~0x4000);
+}
+
+/* The config vector, the queues (allocated the first time), DRIVER_OK. */
+static void start_device(bool alloc)
+{
     writew(dev.common + CC_MSIX, 0);
     if (readw(dev.common + CC_MSIX) != 0) {
         die("device refused the MSI-X config vector");
     }
-
-    vqs = calloc(opt.queues, sizeof(*vqs));
-    if (!vqs) {
-        die("out of memory");
-    }
+    *virtio_config_msi() = 0;
     for (unsigned i = 0; i < opt.queues; i++) {
-        setup_queue(&vqs[i], i, msi_area);
+        if (alloc) {
+            setup_queue(&vqs[i], i);
+        } else {
+            program_queue(&vqs[i]);
+        }
     }
     set_status(ST_ACK | ST_DRIVER | ST_FEATURES_OK | ST_DRIVER_OK);
     uint8_t st = readb(dev.common + CC_STATUS);
     if (st & ST_FAILED || !(st & ST_DRIVER_OK)) {
         die("device did not accept DRIVER_OK (status 0x%x)", st);
     }
+}
+
+void virtio_init(void)
+{
+    pci_find_device();
+    pci_assign_bars();
+    pci_find_caps(&dev);
+    negotiate();
+    read_config();
+    setup_msix();
+    vqs = calloc(opt.queues, sizeof(*vqs));
+    if (!vqs) {
+        die("out of memory");
+    }
+    start_device(true);
+}
+
+void virtio_reinit(void)
+{
+    negotiate();
+    start_device(false);
 }

@@ -54,8 +54,24 @@ extern uint64_t capacity_sectors;
 uint64_t virtio_ram_needed(void);
 /* Find and set up the device: PCI, features, MSI-X, queues, DRIVER_OK. */
 void virtio_init(void);
-/* Reset the device (status 0). */
+/* Reset the device (status 0) and wait until it reads back 0. */
 void virtio_reset(void);
+/* Kick q and reset the device in one go (the reset is sent before QEMU
+ * answers the kick), then wait until the reset reads back 0. */
+void virtio_reset_after_kick(struct vq *q);
+/* After a reset: negotiate again and give the same queues to the device,
+ * their rings and slots emptied. */
+void virtio_reinit(void);
+/* The device status register. */
+uint8_t virtio_status(void);
+/* Before virtio_init: requests go to n sectors from first (default: all). */
+void virtio_io_range(uint64_t first, uint64_t n);
+/* The notify address of queue i (selects it). */
+uint64_t virtio_notify_addr(unsigned i);
+/* Write queue_enable of queue i (selects it). */
+void virtio_queue_enable(unsigned i, uint16_t v);
+/* The word the configuration-change MSI-X message (vector 0) writes. */
+volatile uint32_t *virtio_config_msi(void);
 
 /* Put a request into a free slot of q (not yet visible to the device). */
 void submit_slot(struct vq *q, struct slot *s);

@@ -1,0 +1,107 @@
+/*
+ * make check: the image check of --chaos (image.c) must catch what it is
+ * there to catch.  A byte flipped where no request went, garbage in the
+ * good queue's region and a changed size must each be found; the good
+ * queue's own data and a change inside a case's range must not be.
+ */
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "vblk-load.h"
+
+struct options opt = { .timeout = 1 };
+volatile sig_atomic_t got_signal;
+
+void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    exit(1);
+}
+
+#define SECTORS 1024
+#define SEED 0x1234
+#define GOOD_SEED 7
+
+static const struct sector_range mod[] = { { 600, 8 } };
+static const struct image_rules rules = {
+    .sectors = SECTORS, .seed = SEED, .good_sectors = 256, .good_seed = GOOD_SEED,
+    .mod = mod, .nmod = 1,
+};
+static char path[] = "/tmp/test-image-XXXXXX";
+static int failed;
+
+/* Write len bytes at byte offset off of the image. */
+static void put(uint64_t off, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY);
+    if (fd < 0 || pwrite(fd, buf, len, off) != (ssize_t)len) {
+        die("cannot write %s\n", path);
+    }
+    close(fd);
+}
+
+static void grow(void)
+{
+    int fd = open(path, O_WRONLY);
+    if (fd < 0 || ftruncate(fd, (SECTORS + 1) * 512) < 0) {
+        die("cannot grow %s\n", path);
+    }
+    close(fd);
+}
+
+/* Fresh image, then one change (bytes at off, or a grown file); the check
+ * must find bad sectors or not. */
+static void expect(const char *what, bool want_bad, uint64_t off, const void *buf,
+                   size_t len)
+{
+    char why[256] = "";
+    image_create(path, SECTORS, SEED);
+    if (buf) {
+        put(off, buf, len);
+    } else {
+        grow();
+    }
+    uint64_t bad = image_check(path, &rules, why, sizeof(why));
+    bool ok = (bad != 0) == want_bad;
+    printf("%s %s: %lu bad sectors%s%s\n", ok ? "ok  " : "FAIL", what, (unsigned long)bad,
+           bad ? ", " : "", why);
+    failed |= !ok;
+}
+
+int main(void)
+{
+    uint8_t orig[512], good[512], flip;
+    char why[256] = "";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        die("mkstemp\n");
+    }
+    close(fd);
+    image_create(path, SECTORS, SEED);
+    bool ok = image_check(path, &rules, why, sizeof(why)) == 0;
+    printf("%s a fresh image passes %s\n", ok ? "ok  " : "FAIL", why);
+    failed |= !ok;
+    image_pattern(orig, 900, 1, SEED);
+    flip = orig[100] ^ 1;
+    expect("a flipped byte where no request went is caught", true, 900 * 512 + 100, &flip, 1);
+    expect("a flipped byte in the last sector is caught", true, SECTORS * 512 - 1, &flip, 1);
+    expect("a flipped byte in a case's range is allowed", false, 603 * 512 + 7, &flip, 1);
+    expect("a flipped byte in the good queue's region is caught", true, 10 * 512 + 3, &flip, 1);
+    image_pattern(good, 10, 1, GOOD_SEED);
+    expect("the good queue's data in its region is allowed", false, 10 * 512, good, 512);
+    image_pattern(good, 300, 1, GOOD_SEED);
+    expect("the good queue's data outside its region is caught", true, 300 * 512, good, 512);
+    expect("a grown image is caught", true, 0, NULL, 0);
+    unlink(path);
+    printf("%s\n", failed ? "test-image: FAILED" : "test-image: all passed");
+    return failed;
+}
