@@ -1,7 +1,8 @@
 #!/bin/bash
 # build.sh NAME SRCDIR: configure (once) and build QEMU from SRCDIR in
 # build/NAME.  base and fork share the one configure line below, so that the
-# only difference between the two builds is the patch series.
+# only difference between the two builds is the patch series.  CONFIGURE_EXTRA
+# adds options (not for base and fork).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +20,10 @@ CONFIGURE_ARGS=(
     --disable-docs
     --with-git-submodules=ignore
 )
+# Extra configure options for an experimental build, e.g.
+# CONFIGURE_EXTRA=--enable-debug-defer-call scripts/build.sh dbg build/src/fork
+# shellcheck disable=SC2206
+CONFIGURE_ARGS+=(${CONFIGURE_EXTRA:-})
 if command -v ccache >/dev/null; then
     CONFIGURE_ARGS+=(--cc="ccache cc" --cxx="ccache c++")
 fi
