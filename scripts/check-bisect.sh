@@ -7,7 +7,7 @@
 # ../src/fork and ccache serves the bisect build from the fork build's
 # objects wherever a file is unchanged.  build/src/fork is put back at the
 # top of the series at the end; if the run is interrupted, the next
-# 'make fork' applies the series again.
+# 'make fork' applies the series again; BISECT_FROM=N resumes at patch N.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,10 +23,15 @@ stamp=$(cat "$src.stamp")
 rm -f "$src.stamp"
 mapfile -t commits < <(git -C "$src" rev-list --reverse base..HEAD)
 echo "check-bisect: ${#commits[@]} patches"
+from=${BISECT_FROM:-1}   # resume an interrupted run at patch N
 n=0
 for c in "${commits[@]}"; do
     n=$((n + 1))
     subject=$(git -C "$src" log -1 --format=%s "$c")
+    if [ "$n" -lt "$from" ]; then
+        echo "check-bisect: [$n/${#commits[@]}] $subject: skipped (BISECT_FROM=$from)"
+        continue
+    fi
     echo "check-bisect: [$n/${#commits[@]}] $subject"
     git -C "$src" checkout -q "$c"
     if ! "$top/scripts/build.sh" bisect "$src" >"$tmp/build.log" 2>&1 ||
@@ -45,4 +50,8 @@ for c in "${commits[@]}"; do
 done
 git -C "$src" checkout -q "$branch"
 echo "$stamp" >"$src.stamp"
-echo "check-bisect: every prefix of the series builds and passes the unit tests"
+if [ "$from" -gt 1 ]; then
+    echo "check-bisect: patches $from to ${#commits[@]} build and pass the unit tests (1 to $((from - 1)) skipped)"
+else
+    echo "check-bisect: every prefix of the series builds and passes the unit tests"
+fi
