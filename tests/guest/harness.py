@@ -81,6 +81,13 @@ def tf(b: bool) -> str:
     return 'on' if b else 'off'
 
 
+def _statuses(status) -> str:
+    """The device status of x-query-virtio-status, e.g. DRIVER_OK."""
+    if isinstance(status, dict):
+        return ','.join(x.split(':')[0].replace('VIRTIO_CONFIG_S_', '') for x in status.get('statuses', []))
+    return str(status)
+
+
 class Run:
     """A running case: the VM, its serial log, markers, events."""
 
@@ -242,7 +249,8 @@ class Run:
                     if 'error' in r:
                         break
                     v = r['return']
-                    out.append(f'{dev["name"]} {path} isr={st.get("isr")} q{q}: '
+                    out.append(f'{dev["name"]} {path} isr={st.get("isr")} '
+                               f'status={_statuses(st.get("status"))} q{q}: '
                                + ' '.join(f'{k}={v[k]}' for k in sorted(v)
                                           if k not in ('name', 'queue-index')))
         except Exception as e:  # pylint: disable=broad-except
@@ -435,6 +443,13 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         tail = ''
         if r is not None:
             state = r.virtio_state() if 'timeout' in str(e) else ''
+            if 'timeout' in str(e) and '@@BOOT' not in r.log():
+                # The first thing /init prints: before it, the guest's
+                # drivers have not touched the disks (what the device
+                # state shows is the firmware's, which polls).
+                state = ('the guest did not reach /init (no @@BOOT): a kernel '
+                         'boot that hung or crawled, not a lost notification\n'
+                         + state)
             r.kill()
             tail = '\n'.join('    | ' + l for l in r.log().splitlines()[-25:])
             qlog = (r.vm.get_log() or '').strip()
