@@ -15,18 +15,6 @@
 #include "image.h"
 #include "vblk-load.h"
 
-struct options opt = { .timeout = 1 };
-volatile sig_atomic_t got_signal;
-
-void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    exit(1);
-}
-
 #define SECTORS 1024
 #define SEED 0x1234
 #define GOOD_SEED 7

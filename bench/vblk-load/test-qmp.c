@@ -11,18 +11,6 @@
 #include "qmp.h"
 #include "vblk-load.h"
 
-struct options opt = { .timeout = 1 };
-volatile sig_atomic_t got_signal;
-
-void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    exit(1);
-}
-
 static int failed;
 
 static void expect(int cond, const char *what)
