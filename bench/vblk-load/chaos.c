@@ -116,27 +116,10 @@ static uint64_t completed(unsigned i)
     return __atomic_load_n(&vqs[i].n.all, __ATOMIC_RELAXED);
 }
 
-/* One look at queue q: with --mode irq only when its MSI-X message came
- * (reap, re-arm, look again, as drive_range() does); returns requests
- * reaped. */
+/* One look at queue q (service_queue(), uncounted); returns requests reaped */
 static unsigned good_look(struct vq *q, bool stopping)
 {
-    unsigned n = 0;
-    if (*q->msi_word) {
-        __atomic_exchange_n(q->msi_word, 0, __ATOMIC_ACQ_REL);
-        q->irq_pending = true;
-    }
-    if (!opt.irq || q->irq_pending) {
-        n = reap(q, false);
-        if (opt.irq) {
-            arm_irq(q);
-            if (__atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE) == q->last_used) {
-                q->irq_pending = false;
-            }
-        }
-        refill(q, stopping, false);
-    }
-    return n;
+    return service_queue(q, stopping, false);
 }
 
 static void *good_loop(void *arg)

@@ -92,30 +92,11 @@ static void *drive_range(void *arg)
         bool count = ph == PH_MEASURE, stopping = ph == PH_STOP;
         for (unsigned i = r->first; i < r->last; i++) {
             struct vq *q = &vqs[i];
-            if (*q->msi_word) {
-                __atomic_exchange_n(q->msi_word, 0, __ATOMIC_ACQ_REL);
-                q->n.notifs += count;
-                q->n.notifs_all++;
-                q->irq_pending = true;
+            unsigned before = q->inflight;
+            if (service_queue(q, stopping, count)) {
+                progressed = true;
             }
-            if (!opt.irq || q->irq_pending) {
-                /*
-                 * Like a guest driver: reap, re-enable the interrupt and
-                 * check again (irq mode), then submit the freed slots.
-                 */
-                unsigned before = q->inflight;
-                if (reap(q, count)) {
-                    progressed = true;
-                }
-                if (opt.irq) {
-                    arm_irq(q);
-                    if (__atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE) == q->last_used) {
-                        q->irq_pending = false;
-                    }
-                }
-                refill(q, stopping, count);
-                total_inflight -= before - q->inflight;
-            }
+            total_inflight -= before - q->inflight;
         }
         if ((++iter & 255) == 0 || progressed) {
             double t = now_s();

@@ -235,6 +235,35 @@ void arm_irq(struct vq *q)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+/*
+ * One look at queue q, as a guest driver takes it: with --mode irq only
+ * when its MSI-X message came, then reap, re-enable the interrupt and look
+ * again (what completed in between may not interrupt), and submit the
+ * freed slots.  Returns the requests reaped; count: inside the measured
+ * window.
+ */
+unsigned service_queue(struct vq *q, bool stopping, bool count)
+{
+    unsigned n = 0;
+    if (*q->msi_word) {
+        __atomic_exchange_n(q->msi_word, 0, __ATOMIC_ACQ_REL);
+        q->n.notifs += count;
+        q->n.notifs_all++;
+        q->irq_pending = true;
+    }
+    if (!opt.irq || q->irq_pending) {
+        n = reap(q, count);
+        if (opt.irq) {
+            arm_irq(q);
+            if (__atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE) == q->last_used) {
+                q->irq_pending = false;
+            }
+        }
+        refill(q, stopping, count);
+    }
+    return n;
+}
+
 /* ---- setup ---- */
 uint64_t virtio_ram_needed(void)
 {

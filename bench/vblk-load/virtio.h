@@ -84,5 +84,7 @@ unsigned reap(struct vq *q, bool count);
 void refill(struct vq *q, bool stopping, bool count);
 /* irq mode: ask for an interrupt at the next completion. */
 void arm_irq(struct vq *q);
+/* One look at a queue: take its interrupt, reap, re-arm, refill */
+unsigned service_queue(struct vq *q, bool stopping, bool count);
 
 #endif
