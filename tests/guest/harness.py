@@ -84,7 +84,8 @@ def tf(b: bool) -> str:
 def _statuses(status) -> str:
     """The device status of x-query-virtio-status, e.g. DRIVER_OK."""
     if isinstance(status, dict):
-        return ','.join(x.split(':')[0].replace('VIRTIO_CONFIG_S_', '') for x in status.get('statuses', []))
+        return ','.join(x.split(':')[0].replace('VIRTIO_CONFIG_S_', '')
+                        for x in status.get('statuses', []))
     return str(status)
 
 
@@ -442,8 +443,9 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
     except CaseFail as e:
         tail = ''
         if r is not None:
-            state = r.virtio_state() if 'timeout' in str(e) else ''
-            if 'timeout' in str(e) and '@@BOOT' not in r.log():
+            timed_out = 'timeout' in str(e)
+            state = r.virtio_state() if timed_out else ''
+            if timed_out and '@@BOOT' not in r.log():
                 # The first thing /init prints: before it, the guest's
                 # drivers have not touched the disks (what the device
                 # state shows is the firmware's, which polls).
