@@ -18,7 +18,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help \
-	deps-deb deb test-deb check-update
+	deps-deb deb test-deb check-update fuzz fuzz-build
 
 all: build
 
@@ -37,6 +37,7 @@ help:
 	@echo 'make deps-deb       install the build dependencies of make deb'
 	@echo 'make test-deb       install build/deb, test it, put Debian'"'"'s packages back'
 	@echo 'make check-update   newer Debian qemu than base.pin? does the series apply?'
+	@echo 'make fuzz           fuzz the virtio-blk device, FUZZ_SECONDS per target (docs/fuzzing.md)'
 
 deps:
 	scripts/deps.sh
@@ -76,7 +77,7 @@ check-bisect: fetch
 
 # The fork's tests (tests/run.py); the whole tree is built first, since the
 # suites need the unit tests, qtests and iotests binaries.
-test: fork check-patches
+test: fork check-patches fuzz-build
 	$(call build-all,fork)
 	python3 tests/run.py --build fork --json build/test-results.json \
 	    --summary build/test-summary.txt $(TESTFLAGS)
@@ -96,6 +97,17 @@ vblk-load:
 
 smoke: fork
 	python3 tests/smoke.py build/fork
+
+# Coverage-guided fuzzing of the virtio-blk device (docs/fuzzing.md): the
+# fork built with clang, libFuzzer, ASan and UBSan in build/fuzz/qemu, then
+# each virtio-blk target for FUZZ_SECONDS (default 60); corpora and findings
+# in build/fuzz/.
+fuzz-build: fetch
+	scripts/fork-src.sh
+	scripts/fuzz-build.sh
+
+fuzz: fuzz-build
+	scripts/fuzz.sh
 
 # Base against fork, side by side (docs/benchmarks.md): 5-8 minutes,
 # BENCHFLAGS=--full for the whole matrix (1.5-4 hours).  Results in

@@ -18,6 +18,8 @@ PACKAGES=(
     busybox-static fio dmsetup util-linux cpio kmod strace
     # benchmark plots (make bench)
     gnuplot-nox
+    # the fuzzing build (make fuzz): clang with libFuzzer and the sanitizers
+    clang libclang-rt-dev
 )
 
 missing=()

@@ -2,6 +2,7 @@
 """Run the fork's test suites on one build (build/fork by default).
 
 Suites: tests/smoke.py; vblk-load as a hostile guest (bench/vblk-load/chaos.sh);
+a short run of the virtio-blk fuzz targets (scripts/fuzz.sh, fork only);
 the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
@@ -49,6 +50,10 @@ QTEST_TIMEOUT = 600
 GUEST_TIMEOUT = 1800
 LIBVIRT_TIMEOUT = 1200
 CHAOS_TIMEOUT = 600
+# Seconds per fuzz target in 'make test' (make fuzz: FUZZ_SECONDS, longer).
+FUZZ_TEST_SECONDS = 30
+FUZZ_TARGETS = ['virtio-blk-fuzz', 'virtio-blk-flags-fuzz',
+                'generic-fuzz-virtio-blk', 'virtio-blk-iothread-fuzz']
 HANG_TIMEOUT = 90
 
 
@@ -232,6 +237,41 @@ def run_chaos(build, res):
     if rc != 0 and not any(i['status'] == 'fail' for i in res.items
                            if i['suite'] == 'chaos'):
         res.add('chaos', 'chaos.sh', 'fail', f'exit status {rc}, no case failed')
+
+
+def run_fuzz(build, res):
+    """scripts/fuzz.sh: each virtio-blk libFuzzer target of the fuzzing
+    build (build/fuzz/qemu, made by 'make fuzz-build') for a short while, so
+    that the targets keep building and running (docs/fuzzing.md).  The
+    fuzzing build is of the fork's source, so the suite says nothing about
+    another build."""
+    log('== fuzzing smoke run (scripts/fuzz.sh)')
+    if os.path.basename(build) != 'fork':
+        res.add('fuzz', 'fuzz.sh', 'skip', 'the fuzzing build is of the fork')
+        return
+    seen = set()
+
+    def on_line(line):
+        print('   ', line, end='', flush=True)
+        m = re.match(r'^fuzz: (ok|FAIL) (\S+?): (.*)$', line.rstrip())
+        if m:
+            seen.add(m.group(2))
+            res.add('fuzz', m.group(2),
+                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
+
+    # A fresh corpus each time (a campaign's would take longer to load
+    # than the run lasts), and its own logs.
+    fdir = f'{TOP}/build/fuzz/test'
+    subprocess.run(['rm', '-rf', fdir], check=True)
+    env = dict(os.environ, FUZZ_SECONDS=str(FUZZ_TEST_SECONDS),
+               FUZZ_TARGETS=' '.join(FUZZ_TARGETS), FUZZ_DIR=fdir)
+    limit = len(FUZZ_TARGETS) * (FUZZ_TEST_SECONDS + 120)
+    rc, timed_out = stream([f'{TOP}/scripts/fuzz.sh'], limit, on_line, env=env)
+    if timed_out:
+        res.add('fuzz', 'fuzz.sh', 'timeout', f'killed after {limit}s')
+    for name in FUZZ_TARGETS:
+        if name not in seen and not timed_out:
+            res.add('fuzz', name, 'fail', f'not reported (fuzz.sh exit status {rc})')
 
 
 def run_guest(build, res):
@@ -464,8 +504,8 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['smoke', 'chaos', 'unit', 'qtest', 'iotests', 'guest',
-                             'libvirt'],
+                    choices=['smoke', 'chaos', 'fuzz', 'unit', 'qtest', 'iotests',
+                             'guest', 'libvirt'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -482,8 +522,8 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['smoke', 'chaos', 'unit', 'qtest', 'iotests', 'guest',
-                            'libvirt']
+    suites = args.suite or ['smoke', 'chaos', 'fuzz', 'unit', 'qtest', 'iotests',
+                            'guest', 'libvirt']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -492,6 +532,8 @@ def main():
         run_smoke(build, res)
     if 'chaos' in suites:
         run_chaos(build, res)
+    if 'fuzz' in suites:
+        run_fuzz(build, res)
     if 'unit' in suites:
         run_unit(build, res, args.jobs)
     if 'qtest' in suites:
