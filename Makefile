@@ -76,10 +76,14 @@ check-bisect: fetch
 	scripts/check-bisect.sh
 
 # The fork's tests (tests/run.py); the whole tree is built first, since the
-# suites need the unit tests, qtests and iotests binaries.
-test: fork check-patches fuzz-build
+# suites need the unit tests, qtests and iotests binaries.  The fuzzing build
+# and the unpatched base, which only the last suites need (the fuzzing smoke
+# run; the hostile driver and the soak on the base, for comparison), are
+# built beside the first suites, at low priority.
+test: fork check-patches
 	$(call build-all,fork)
-	python3 tests/run.py --build fork --json build/test-results.json \
+	python3 tests/run.py --build fork --beside fuzz-build --beside base \
+	    --base base --json build/test-results.json \
 	    --summary build/test-summary.txt $(TESTFLAGS)
 
 # The same suites on the unpatched base, for comparison.

@@ -204,17 +204,17 @@ def chaos_names(vblk):
             first_words('selftests'))
 
 
-def run_chaos(build, res):
+def run_chaos(build, res, suite='chaos'):
     """bench/vblk-load/chaos.sh: vblk-load as a broken or malicious guest on
     one queue while another does checked I/O, each case in a fresh QEMU
     (docs/vblk-load.md).  A case that chaos.sh does not report fails."""
-    log('== hostile driver (bench/vblk-load/chaos.sh)')
+    log(f'== hostile driver (bench/vblk-load/chaos.sh) on {os.path.relpath(build, TOP)}')
     vdir = f'{TOP}/bench/vblk-load'
     r = subprocess.run(['make', '-s', '-C', vdir, 'vblk-load', 'test-image'],
                        capture_output=True, text=True, check=False)
     if r.returncode != 0:
         print(r.stdout + r.stderr, end='', flush=True)
-        res.add('chaos', 'build', 'fail', f'make exited {r.returncode}')
+        res.add(suite, 'build', 'fail', f'make exited {r.returncode}')
         return
     want = chaos_names(f'{vdir}/vblk-load')
     seen = set()
@@ -224,19 +224,61 @@ def run_chaos(build, res):
         m = re.match(r'^(ok|FAIL) +(\S+?): (.*)$', line.rstrip())
         if m:
             seen.add(m.group(2))
-            res.add('chaos', m.group(2),
+            res.add(suite, m.group(2),
                     'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
 
     rc, timed_out = stream([f'{vdir}/chaos.sh', f'{build}/qemu-system-x86_64'],
                            CHAOS_TIMEOUT, on_line)
     if timed_out:
-        res.add('chaos', 'chaos.sh', 'timeout', f'killed after {CHAOS_TIMEOUT}s')
+        res.add(suite, 'chaos.sh', 'timeout', f'killed after {CHAOS_TIMEOUT}s')
     for name in want:
         if name not in seen and not timed_out:
-            res.add('chaos', name, 'fail', f'not reported (chaos.sh exit status {rc})')
+            res.add(suite, name, 'fail', f'not reported (chaos.sh exit status {rc})')
     if rc != 0 and not any(i['status'] == 'fail' for i in res.items
-                           if i['suite'] == 'chaos'):
-        res.add('chaos', 'chaos.sh', 'fail', f'exit status {rc}, no case failed')
+                           if i['suite'] == suite):
+        res.add(suite, 'chaos.sh', 'fail', f'exit status {rc}, no case failed')
+
+
+class Beside:
+    """make targets built beside the test suites, one after the other, at
+    the lowest CPU priority.  The suites leave much of the machine idle (a
+    warm 'make test' on 2 cores used 18 of the 48 CPU-minutes it had), so
+    the builds that only the last suites need cost little time there."""
+
+    def __init__(self, targets):
+        self.log = f'{TOP}/build/beside.log'
+        self.rc = {t: None for t in targets}
+        self.done = {t: threading.Event() for t in targets}
+        if targets:
+            log(f'== make {" ".join(targets)}, beside the suites '
+                f'(log: {os.path.relpath(self.log, TOP)})')
+            threading.Thread(target=self._run, args=(targets,),
+                             daemon=True).start()
+
+    def _run(self, targets):
+        with open(self.log, 'w', encoding='utf-8') as f:
+            for t in targets:
+                f.write(f'== make {t}\n')
+                f.flush()
+                self.rc[t] = subprocess.run(['nice', '-n', '19', 'make', t],
+                                            cwd=TOP, stdout=f,
+                                            stderr=subprocess.STDOUT,
+                                            check=False).returncode
+                self.done[t].set()
+
+    def ready(self, target, suite, res):
+        """Wait for target if it is built here; False (and one failure in
+        suite) if that build failed."""
+        if target not in self.done:
+            return True
+        self.done[target].wait()
+        if self.rc[target] != 0:
+            with open(self.log, encoding='utf-8', errors='replace') as f:
+                print(''.join(f.readlines()[-30:]), end='', flush=True)
+            res.add(suite, f'make {target}', 'fail',
+                    f'exit status {self.rc[target]} (log: build/beside.log)')
+            return False
+        return True
 
 
 def run_fuzz(build, res):
@@ -248,6 +290,10 @@ def run_fuzz(build, res):
     log('== fuzzing smoke run (scripts/fuzz.sh)')
     if os.path.basename(build) != 'fork':
         res.add('fuzz', 'fuzz.sh', 'skip', 'the fuzzing build is of the fork')
+        return
+    if not os.path.exists(f'{TOP}/build/fuzz/qemu/qemu-fuzz-i386'):
+        res.add('fuzz', 'fuzz.sh', 'fail',
+                'no build/fuzz/qemu/qemu-fuzz-i386: run make fuzz-build')
         return
     seen = set()
 
@@ -513,6 +559,14 @@ def main():
     ap.add_argument('--iotest-timeout', type=int, default=300,
                     help='seconds one iotest may take (default: 300)')
     ap.add_argument('--jobs', type=int, default=os.cpu_count())
+    ap.add_argument('--beside', action='append', default=[], metavar='TARGET',
+                    choices=['fuzz-build', 'base'],
+                    help='make TARGET beside the suites, at low priority; '
+                         'the suites that need it wait for it (repeatable)')
+    ap.add_argument('--base', metavar='BUILD',
+                    help='also run the hostile driver and the guest soak on '
+                         'this build of the unpatched base, for comparison '
+                         '(suites chaos-base, soak-base)')
     ap.add_argument('--json', help='write the results here')
     ap.add_argument('--summary', help='write the summary line here')
     args = ap.parse_args()
@@ -527,13 +581,16 @@ def main():
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
+    # Only what the chosen suites need: the base for its comparison runs
+    base_suites = [x for x in ('chaos', 'guest') if x in suites] if args.base else []
+    beside = Beside([t for t in args.beside
+                     if (t, True) in (('fuzz-build', 'fuzz' in suites),
+                                      ('base', bool(base_suites)))])
 
     if 'smoke' in suites:
         run_smoke(build, res)
     if 'chaos' in suites:
         run_chaos(build, res)
-    if 'fuzz' in suites:
-        run_fuzz(build, res)
     if 'unit' in suites:
         run_unit(build, res, args.jobs)
     if 'qtest' in suites:
@@ -545,6 +602,15 @@ def main():
         run_guest(build, res)
     if 'libvirt' in suites:
         run_libvirt(build, res)
+    if 'fuzz' in suites and beside.ready('fuzz-build', 'fuzz', res):
+        run_fuzz(build, res)
+    if base_suites:
+        base = args.base if '/' in args.base else f'{TOP}/build/{args.base}'
+        base = os.path.abspath(base)
+        if 'chaos' in base_suites:
+            suites.append('chaos-base')
+            if beside.ready('base', 'chaos-base', res):
+                run_chaos(base, res, 'chaos-base')
 
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
@@ -552,7 +618,7 @@ def main():
     log(f'\n== summary ({os.path.relpath(build, TOP)}, '
         f'{(time.monotonic() - t0) / 60:.1f} min)')
     for s in suites:
-        log(f'{s:8} {res.count("pass", s)} passed, '
+        log(f'{s:10} {res.count("pass", s)} passed, '
             f'{res.count("fail", s) + res.count("timeout", s)} failed, '
             f'{res.count("skip", s)} skipped, {res.count("xfail", s)} '
             f'expected failures, {res.count("xpass", s)} unexpected passes')
