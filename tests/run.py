@@ -6,8 +6,10 @@ a short run of the virtio-blk fuzz targets (scripts/fuzz.sh, fork only);
 the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
-running the build's QEMU (tests/libvirt.py).  Every test runs under a
-timeout, so a hang is a failure.
+running the build's QEMU (tests/libvirt.py).  With --base, the hostile
+driver and the guest soak also run on the unpatched base, for comparison
+(suites chaos-base, soak-base).  Every test runs under a timeout, so a hang
+is a failure.
 
 Known failures of the base are listed in tests/known-failures, each with its
 reason and the issue that fixes it.  They are reported as expected failures
@@ -320,10 +322,12 @@ def run_fuzz(build, res):
             res.add('fuzz', name, 'fail', f'not reported (fuzz.sh exit status {rc})')
 
 
-def run_guest(build, res):
-    """tests/guest/run.py: real Linux guests under TCG (docs/guest-tests.md).
-    Every case has its own timeout; this one only bounds a stuck harness."""
-    log('== guest end-to-end tests (tests/guest/run.py)')
+def run_guest(build, res, suite='guest', cases=()):
+    """tests/guest/run.py: real Linux guests under TCG (docs/guest-tests.md),
+    all the cases of the build's subset, or only @cases.  Every case has its
+    own timeout; this one only bounds a stuck harness."""
+    log(f'== guest end-to-end tests (tests/guest/run.py) on '
+        f'{os.path.relpath(build, TOP)}')
     n = 0
 
     def on_line(line):
@@ -332,17 +336,19 @@ def run_guest(build, res):
         m = re.match(r'^(ok|FAIL) (\S+?)(?:: (.*))?(?: \(\d+s\))?$', line.rstrip())
         if m:
             n += 1
-            res.add('guest', m.group(2),
+            res.add(suite, m.group(2),
                     'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
 
-    rc, timed_out = stream([sys.executable, f'{TOP}/tests/guest/run.py',
-                            '--build', os.path.basename(build)],
-                           GUEST_TIMEOUT, on_line)
+    cmd = [sys.executable, f'{TOP}/tests/guest/run.py', '--build',
+           os.path.basename(build)]
+    if cases:
+        cmd += ['--case', *cases]
+    rc, timed_out = stream(cmd, GUEST_TIMEOUT, on_line)
     if timed_out:
-        res.add('guest', 'run.py', 'timeout', f'killed after {GUEST_TIMEOUT}s')
+        res.add(suite, 'run.py', 'timeout', f'killed after {GUEST_TIMEOUT}s')
     elif rc != 0 and not any(i['status'] == 'fail' for i in res.items
-                             if i['suite'] == 'guest'):
-        res.add('guest', 'run.py', 'fail',
+                             if i['suite'] == suite):
+        res.add(suite, 'run.py', 'fail',
                 f'exit status {rc}, {n} cases reported')
 
 
@@ -611,6 +617,10 @@ def main():
             suites.append('chaos-base')
             if beside.ready('base', 'chaos-base', res):
                 run_chaos(base, res, 'chaos-base')
+        if 'guest' in base_suites:
+            suites.append('soak-base')
+            if beside.ready('base', 'soak-base', res):
+                run_guest(base, res, 'soak-base', ['soak'])
 
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
