@@ -17,23 +17,29 @@ fio_json() {
     name=$1; shift
     rc=0
     fio --eta=never --output-format=json --output="/tmp/$name.json" "$@" || rc=$?
-    echo "@@FIO-BEGIN $name"
-    cat "/tmp/$name.json"
-    echo "@@FIO-END $name rc=$rc"
-    [ $rc -eq 0 ] || fail "fio $name rc=$rc"
+    fio_show "$name" $rc
 }
 
-# verify_job DEV ENGINE SIZE_MB [fio options...]: the standard verify
-# workload, two jobs on two halves of the first 2*SIZE_MB of DEV: one at
-# iodepth 1, one at iodepth 32; mixed random reads and writes, block sizes
-# 512 B..256 KiB, an fsync (flush) every 16 writes, verify=crc32c, fatal.
-verify_job() {
-    dev=$1 eng=$2 mb=$3; shift 3
-    cat > /tmp/verify.fio <<JOB
+# fio_show NAME RC: print fio's JSON output /tmp/NAME.json between the
+# markers the harness parses; fail if fio's exit status RC was not 0.
+fio_show() {
+    echo "@@FIO-BEGIN $1"
+    cat "/tmp/$1.json"
+    echo "@@FIO-END $1 rc=$2"
+    [ "$2" -eq 0 ] || fail "fio $1 rc=$2"
+}
+
+# verify_fio FILE DEV ENGINE SIZE_MB [OFFSET_MB]: write the job file of the
+# standard verify workload: two jobs on two halves of the 2*SIZE_MB MiB of
+# DEV from OFFSET_MB (default 0) on, one at iodepth 1, one at iodepth 32;
+# mixed random reads and writes, block sizes 512 B..256 KiB, an fsync
+# (flush) every 16 writes, verify=crc32c, fatal.
+verify_fio() {
+    cat > "$1" <<JOB
 [global]
-filename=$dev
+filename=$2
 direct=1
-ioengine=$eng
+ioengine=$3
 rw=randrw
 rwmixread=40
 bsrange=512-256k
@@ -41,15 +47,22 @@ verify=crc32c
 verify_fatal=1
 fsync=${FSYNC:-16}
 $([ "${HIPRI:-0}" = 0 ] || echo hipri=1)
-size=${mb}M
+size=${4}M
 loops=${LOOPS:-1}
 [qd1]
 iodepth=1
-offset=0
+offset=${5:-0}M
 [qd32]
 iodepth=32
-offset=${mb}M
+offset=$((${5:-0} + $4))M
 JOB
+}
+
+# verify_job DEV ENGINE SIZE_MB [fio options...]: the standard verify
+# workload (verify_fio) on the first 2*SIZE_MB MiB of DEV.
+verify_job() {
+    dev=$1 eng=$2 mb=$3; shift 3
+    verify_fio /tmp/verify.fio "$dev" "$eng" "$mb"
     n=verify; case " $* " in *" --verify_only "*) n=verifyonly ;; esac
     fio_json "$n-$(basename "$dev")" "$@" /tmp/verify.fio
 }
