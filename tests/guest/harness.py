@@ -233,6 +233,14 @@ class Run:
             raise CaseFail(f'no {name} event within {timeout}s')
         return ev
 
+    def device_add(self, i: int) -> None:
+        """Plug disk i's device back (after device_del) as it was."""
+        opts = dict(x.split('=', 1)
+                    for x in self.device_opts(i, self.case.disks[i]).split(',')[1:])
+        typed = {k: int(v) if v.isdigit() else {'on': True, 'off': False}.get(v, v)
+                 for k, v in opts.items()}
+        self.qmp('device_add', driver='virtio-blk-pci', **typed)
+
     def virtio_state(self) -> str:
         """The device-side state of every virtqueue, for a hang report:
         inuse > 0 means requests the device has not completed; inuse=0 with
@@ -356,10 +364,7 @@ def sc_hotplug(r: Run) -> None:
     r.qmp('device_del', id='vd0')
     r.event('DEVICE_DELETED', timeout=60)
     r.wait_marker(r'@@MARK unplugged')
-    opts = dict(x.split('=', 1) for x in Run.device_opts(0, r.case.disks[0]).split(',')[1:])
-    typed = {k: int(v) if v.isdigit() else {'on': True, 'off': False}.get(v, v)
-             for k, v in opts.items()}
-    r.qmp('device_add', driver='virtio-blk-pci', **typed)
+    r.device_add(0)
     r.wait_marker(r'@@MARK replugged')
 
 
@@ -371,13 +376,16 @@ SCENARIOS = {'none': sc_none, 'stopcont': sc_stopcont, 'reset': sc_reset,
 
 def fio_results(log: str) -> List[Tuple[str, dict]]:
     out = []
-    for m in re.finditer(r'@@FIO-BEGIN (\S+)\r?\n(.*?)@@FIO-END \S+ rc=(\d+)', log, re.S):
-        text = m.group(2)
-        text = text[text.find('{'):]   # fio may print notes before the JSON
-        try:
-            out.append((m.group(1), json.loads(text)))
-        except ValueError as e:
-            raise CaseFail(f'fio {m.group(1)}: bad JSON ({e})') from e
+    # Boot by boot: a result that a reset cut short has no end marker
+    # before the next @@BOOT, and is not a result.
+    for boot in log.split('@@BOOT'):
+        for m in re.finditer(r'@@FIO-BEGIN (\S+)\r?\n(.*?)@@FIO-END \S+ rc=(\d+)', boot, re.S):
+            text = m.group(2)
+            text = text[text.find('{'):]   # fio may print notes before the JSON
+            try:
+                out.append((m.group(1), json.loads(text)))
+            except ValueError as e:
+                raise CaseFail(f'fio {m.group(1)}: bad JSON ({e})') from e
     return out
 
 
