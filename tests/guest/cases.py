@@ -7,6 +7,7 @@ random reads and writes mixed, a flush every 16 writes; then write-zeroes
 """
 
 import itertools
+import os
 
 from harness import Case, Disk
 
@@ -136,6 +137,30 @@ CASES = [
               'REQUIRE_WZ': '0'},
          base=True,
          doc='virtio-scsi on an IOThread, verify workload'),
+
+    # Everything at once, for SOAK_SECONDS (run.py --soak-seconds; the
+    # documented long run is 3600): four disks on one IOThread, the aio
+    # modes mixed, EVENT_IDX on and off, while the host loops through
+    # stop/cont, the notification counters, blkdebug errors (werror/rerror
+    # stop: the guest sees none), system_reset and the unplug of soak-uring.
+    # The timeout is on top of the soak, and is also how long the guest may
+    # make no progress (a round takes 7-20 s on 2 loaded cores).
+    Case('soak', 'soak',
+         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=True, size_mb=64,
+               props='serial=soak-threads'),
+          Disk(aio='native', iothread=True, num_queues=1, event_idx=False, packed=True,
+               fmt='qcow2', size_mb=64, props='serial=soak-native'),
+          Disk(aio='io_uring', iothread=True, num_queues=2, event_idx=True, size_mb=64,
+               props='serial=soak-uring'),
+          Disk(aio='native', iothread=True, num_queues=1, event_idx=False, size_mb=64,
+               werror='stop', rerror='stop', errors_switched=True,
+               errors=({'event': 'write_aio', 'errno': '5', 'iotype': 'write'},
+                       {'event': 'read_aio', 'errno': '5', 'iotype': 'read'}),
+               props='serial=soak-err')],
+         env={'MB': '8'}, machine='pc', scenario='soak', base=True,
+         soak=int(os.environ.get('SOAK_SECONDS', '150')), timeout=150,
+         doc='several disks on one IOThread for SOAK_SECONDS: stop/cont, reset, '
+             'blkdebug errors, hot-unplug, counters; verified, RSS bounded'),
 
     Case('hotplug', 'hotplug',
          [Disk(aio='native', iothread=True, num_queues=2)],

@@ -55,6 +55,10 @@ class Disk:
     fmt: str = 'raw'              # raw (file on /dev/shm) | qcow2
     size_mb: int = 128
     errors: Tuple[Dict[str, str], ...] = ()  # blkdebug inject-error rules
+    # False: blkdebug (dbgN) is between the format node dN and the file;
+    # True: dbgN sits beside the chain until the scenario switches dN's
+    # file to it (blockdev-reopen), and back.
+    errors_switched: bool = False
     werror: Optional[str] = None
     rerror: Optional[str] = None
     props: str = ''               # more device properties, e.g. x-notify-batch=deferred
@@ -73,6 +77,7 @@ class Case:
     scenario: str = 'none'
     timeout: int = 120
     base: bool = False            # also in the base subset
+    soak: int = 0                 # scenario soak: seconds of host actions (timeout on top)
     fsync: bool = True            # verify jobs must have issued flushes
     doc: str = ''
 
@@ -99,6 +104,7 @@ class Run:
         self.pidfile = os.path.join(tmp, 'qemu.pid')
         self.events: List[dict] = []
         self.deadline = 0.0
+        self.soak_end = 0             # scenario soak: when the guest stops its rounds
         bindir = BINDIR or os.path.join(ROOT, 'build', build)
         binary = os.path.join(bindir, 'qemu-system-x86_64')
         self.qemu_img = os.path.join(bindir, 'qemu-img')
@@ -118,6 +124,10 @@ class Run:
         with open(wl, 'w', encoding='utf-8') as f:
             for k, v in c.env.items():
                 f.write(f'{k}={v!s}\n')
+            if c.soak:
+                # The guest's clock is the host's (the RTC): rounds end there.
+                self.soak_end = int(time.time()) + c.soak
+                f.write(f'SOAK_END={self.soak_end}\n')
             with open(os.path.join(WORKLOADS, c.workload + '.sh'), encoding='utf-8') as w:
                 f.write(w.read())
         args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', '2', '-m', '1G',
@@ -127,7 +137,7 @@ class Run:
                 '-initrd', os.path.join(guest, 'initrd.cpio'),
                 '-append', f'{CMDLINE} {c.append}'.strip(),
                 '-fw_cfg', f'name=opt/iobatch/workload,file={wl}']
-        if c.scenario != 'reset':
+        if c.scenario not in ('reset', 'soak'):
             args.append('-no-reboot')   # a guest panic ends the run at once
         if any(d.iothread for d in c.disks):
             args += ['-object', 'iothread,id=io0']
@@ -151,7 +161,8 @@ class Run:
             rules = ''.join(f',inject-error.{n}.{k}={v}'
                             for n, r in enumerate(d.errors) for k, v in r.items())
             args += ['-blockdev', f'driver=blkdebug,node-name=dbg{i},image={child}{rules}']
-            child = f'dbg{i}'
+            if not d.errors_switched:
+                child = f'dbg{i}'
         args += ['-blockdev', f'driver={d.fmt},node-name=d{i},file={child}']
         dev = self.device_opts(i, d)
         if d.bus == 'virtio-scsi':
@@ -368,8 +379,14 @@ def sc_hotplug(r: Run) -> None:
     r.wait_marker(r'@@MARK replugged')
 
 
+def sc_soak(r: Run) -> None:
+    """Everything at once, for a while: see soak.py."""
+    import soak  # pylint: disable=import-outside-toplevel
+    soak.run(r)
+
+
 SCENARIOS = {'none': sc_none, 'stopcont': sc_stopcont, 'reset': sc_reset,
-             'werror-stop': sc_werror_stop, 'hotplug': sc_hotplug}
+             'werror-stop': sc_werror_stop, 'hotplug': sc_hotplug, 'soak': sc_soak}
 
 
 # -- results ----------------------------------------------------------------
@@ -418,7 +435,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
     r = None
     try:
         r = Run(case, build, guest, tmp, break_notify)
-        r.deadline = time.time() + case.timeout
+        r.deadline = time.time() + case.soak + case.timeout
         r.vm.launch()
         if break_notify is not None:
             time.sleep(2)

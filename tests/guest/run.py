@@ -36,6 +36,9 @@ def main() -> int:
     ap.add_argument('--break-notify', type=int, metavar='N', default=None,
                     help='check the harness: run QEMU under gdb and drop every virtio '
                     'guest notification after the first N; cases must FAIL by timeout')
+    ap.add_argument('--soak-seconds', type=int, metavar='N', default=None,
+                    help='how long the soak case loops (default: $SOAK_SECONDS or 150; '
+                    'the long run is 3600)')
     ap.add_argument('--keep', action='store_true', help='keep each case\'s temp dir')
     a = ap.parse_args()
     # On SIGTERM (a CI timeout), unwind so that each case kills its QEMU.
@@ -75,6 +78,8 @@ def main() -> int:
     t0 = time.time()
     for c in todo:
         c.timeout = int(c.timeout * a.timeout_scale)
+        if c.soak and a.soak_seconds:
+            c.soak = a.soak_seconds
         ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep)
         if ok:
             passed += 1
