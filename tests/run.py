@@ -193,6 +193,34 @@ def run_smoke(build, res):
         res.add('smoke', 'smoke.py', 'fail', f'exit status {r.returncode}')
 
 
+def run_reported(cmd, pattern, want, timeout, suite, res, env=None):
+    """Run cmd, which prints a line per test that @pattern matches, with
+    the groups ok|FAIL, the test's name and a detail.  A test of @want
+    that it does not report fails, and so does an exit status that no
+    failed test explains."""
+    seen = set()
+    name = os.path.basename(cmd[0])
+
+    def on_line(line):
+        print('   ', line, end='', flush=True)
+        m = re.match(pattern, line.rstrip())
+        if m:
+            seen.add(m.group(2))
+            res.add(suite, m.group(2),
+                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
+
+    rc, timed_out = stream(cmd, timeout, on_line, env=env)
+    if timed_out:
+        res.add(suite, name, 'timeout', f'killed after {timeout}s')
+        return
+    for test in want:
+        if test not in seen:
+            res.add(suite, test, 'fail', f'not reported ({name} exit status {rc})')
+    if rc != 0 and not any(i['status'] == 'fail' for i in res.items
+                           if i['suite'] == suite):
+        res.add(suite, name, 'fail', f'exit status {rc}, no test failed')
+
+
 def chaos_names(vblk):
     """What chaos.sh must report: test-image, every case in each of its
     configurations, every self-test."""
@@ -218,27 +246,9 @@ def run_chaos(build, res, suite='chaos'):
         print(r.stdout + r.stderr, end='', flush=True)
         res.add(suite, 'build', 'fail', f'make exited {r.returncode}')
         return
-    want = chaos_names(f'{vdir}/vblk-load')
-    seen = set()
-
-    def on_line(line):
-        print('   ', line, end='', flush=True)
-        m = re.match(r'^(ok|FAIL) +(\S+?): (.*)$', line.rstrip())
-        if m:
-            seen.add(m.group(2))
-            res.add(suite, m.group(2),
-                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
-
-    rc, timed_out = stream([f'{vdir}/chaos.sh', f'{build}/qemu-system-x86_64'],
-                           CHAOS_TIMEOUT, on_line)
-    if timed_out:
-        res.add(suite, 'chaos.sh', 'timeout', f'killed after {CHAOS_TIMEOUT}s')
-    for name in want:
-        if name not in seen and not timed_out:
-            res.add(suite, name, 'fail', f'not reported (chaos.sh exit status {rc})')
-    if rc != 0 and not any(i['status'] == 'fail' for i in res.items
-                           if i['suite'] == suite):
-        res.add(suite, 'chaos.sh', 'fail', f'exit status {rc}, no case failed')
+    run_reported([f'{vdir}/chaos.sh', f'{build}/qemu-system-x86_64'],
+                 r'^(ok|FAIL) +(\S+?): (.*)$', chaos_names(f'{vdir}/vblk-load'),
+                 CHAOS_TIMEOUT, suite, res)
 
 
 class Beside:
@@ -297,29 +307,15 @@ def run_fuzz(build, res):
         res.add('fuzz', 'fuzz.sh', 'fail',
                 'no build/fuzz/qemu/qemu-fuzz-i386: run make fuzz-build')
         return
-    seen = set()
-
-    def on_line(line):
-        print('   ', line, end='', flush=True)
-        m = re.match(r'^fuzz: (ok|FAIL) (\S+?): (.*)$', line.rstrip())
-        if m:
-            seen.add(m.group(2))
-            res.add('fuzz', m.group(2),
-                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
-
     # A fresh corpus each time (a campaign's would take longer to load
     # than the run lasts), and its own logs.
     fdir = f'{TOP}/build/fuzz/test'
     subprocess.run(['rm', '-rf', fdir], check=True)
     env = dict(os.environ, FUZZ_SECONDS=str(FUZZ_TEST_SECONDS),
                FUZZ_TARGETS=' '.join(FUZZ_TARGETS), FUZZ_DIR=fdir)
-    limit = len(FUZZ_TARGETS) * (FUZZ_TEST_SECONDS + 120)
-    rc, timed_out = stream([f'{TOP}/scripts/fuzz.sh'], limit, on_line, env=env)
-    if timed_out:
-        res.add('fuzz', 'fuzz.sh', 'timeout', f'killed after {limit}s')
-    for name in FUZZ_TARGETS:
-        if name not in seen and not timed_out:
-            res.add('fuzz', name, 'fail', f'not reported (fuzz.sh exit status {rc})')
+    run_reported([f'{TOP}/scripts/fuzz.sh'], r'^fuzz: (ok|FAIL) (\S+?): (.*)$',
+                 FUZZ_TARGETS, len(FUZZ_TARGETS) * (FUZZ_TEST_SECONDS + 120),
+                 'fuzz', res, env)
 
 
 def run_guest(build, res, suite='guest', cases=()):
