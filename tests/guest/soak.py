@@ -59,7 +59,6 @@ class Soak:
         self.last_progress = self.t0
         self.tick: Dict[str, Tuple[int, int]] = {}   # disk: (completed, in flight)
         self.tick_ok = 0.0                   # the last tick in which every disk progressed
-        self.skipped_resets = 0
         self.result: Optional[str] = None
         self.boots = 0
         self.boot_time = self.t0
@@ -297,19 +296,16 @@ class Soak:
             self.qmp_event('RESUME')
             self.done['error-stop'] += 1
 
+    def reset_due(self) -> bool:
+        """A reset every reset_every seconds, once a round has completed
+        in this boot, while a round does I/O, and right after a tick in
+        which every disk progressed: a reset would end a hang that must
+        fail the run."""
+        now = time.time()
+        return (self.rounds_this_boot >= 1 and now - self.boot_time >= self.reset_every
+                and self.phase == 'io' and now - self.tick_ok < 0.5)
+
     def reset(self) -> None:
-        if (self.rounds_this_boot < 1 or
-                time.time() - self.boot_time < self.reset_every):
-            return
-        # Right after a tick in which every disk progressed, or not now: a
-        # reset would end a hang that must fail the run.
-        since = time.time()
-        while self.tick_ok < since and time.time() < since + 3:
-            self.pump()
-            time.sleep(0.05)
-        if self.tick_ok < since or self.phase != 'io':
-            self.skipped_resets += 1
-            return
         self.stats()            # the counters of this boot, before they are reset
         self.clear_events()
         self.r.qmp('system_reset')
@@ -383,8 +379,7 @@ class Soak:
         secs = time.time() - self.t0
         say(f'{secs:.0f}s: {self.boots} boots, {self.rounds} rounds, '
             + ', '.join(f'{k} {v}' for k, v in self.done.items())
-            + f', BLOCK_IO_ERROR events {self.io_errors}'
-            + f', resets put off (no tick with progress) {self.skipped_resets}')
+            + f', BLOCK_IO_ERROR events {self.io_errors}')
         res = fio_results(self.r.log())
         kinds: Dict[str, int] = {}
         for name, _ in res:
@@ -446,7 +441,7 @@ def run(r: Run) -> None:
     s.check_stats_available()
     say(f'{r.case.soak}s of host actions, then the last round; a reset at most every'
         f' {s.reset_every}s; RSS every {s.rss_every}s; a hang is {s.stall}s without progress')
-    actions = (s.stop_cont, s.stats, s.error, s.stats, s.reset)
+    actions = (s.stop_cont, s.stats, s.error, s.stats)
     k = 0
     next_action = 0.0
     while True:
@@ -457,6 +452,9 @@ def run(r: Run) -> None:
             s.hotplug()
             continue
         now = time.time()
+        if now < r.soak_end and s.reset_due():
+            s.reset()
+            continue
         if now < r.soak_end and s.phase == 'io' and now >= next_action:
             actions[k % len(actions)]()
             k += 1
