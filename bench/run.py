@@ -959,6 +959,8 @@ def main() -> None:
     ap.add_argument('--no-strace', action='store_true', help='skip the syscall pass')
     ap.add_argument('--guest', action='store_true',
                     help='add the guest fio A/B (TCG guest; --full implies it)')
+    ap.add_argument('--no-guest', action='store_true',
+                    help='no guest fio A/B, not even with --full')
     ap.add_argument('--guest-only', action='store_true',
                     help='only the guest fio A/B, no device pass')
     ap.add_argument('--guest-secs', type=int, default=8, help='guest fio seconds per run')
@@ -1054,7 +1056,7 @@ def main() -> None:
             print(f'[strace {time.time() - t0:.0f}s] {c.name}: submissions/req '
                   + ', '.join(f'{x} {med(st[x], "submit_per_req"):.3f}' for x in labels),
                   flush=True)
-    if args.guest or args.guest_only or args.full:
+    if args.guest or args.guest_only or (args.full and not args.no_guest):
         guest_pass(args, builds, res)
     during = load_between(stat0, proc_stat())
     allruns = [r for c in res['cells'].values() for rs in c['runs'].values() for r in rs]
