@@ -6,10 +6,11 @@ a short run of the virtio-blk fuzz targets (scripts/fuzz.sh, fork only);
 the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
-running the build's QEMU (tests/libvirt.py).  With --base, the hostile
-driver and the guest soak also run on the unpatched base, for comparison
-(suites chaos-base, soak-base).  Every test runs under a timeout, so a hang
-is a failure.
+running the build's QEMU (tests/libvirt.py); make check-update against the
+archive, with base.pin and an older pin (tests/check-update.py).  With
+--base, the hostile driver and the guest soak also run on the unpatched
+base, for comparison (suites chaos-base, soak-base).  Every test runs
+under a timeout, so a hang is a failure.
 
 Known failures of the base are listed in tests/known-failures, each with its
 reason and the issue that fixes it.  They are reported as expected failures
@@ -374,6 +375,17 @@ def run_libvirt(build, res):
         res.add('libvirt', 'libvirt.py', 'fail', f'exit status {rc}, {n} checks reported')
 
 
+def run_check_update(res):
+    """tests/check-update.py: make check-update against the archive, with
+    base.pin and with an older pin."""
+    log('== make check-update (tests/check-update.py)')
+    want = ['older/newer-version-found', 'older/verified-and-unpacked',
+            'older/every-patch-reported', 'older/series-applies',
+            'older/pin-rewritten']
+    run_reported([sys.executable, f'{TOP}/tests/check-update.py'],
+                 r'^(ok|FAIL) (\S+?)(?:: (.*))?$', want, 1800, 'check-update', res)
+
+
 def run_unit(build, res, jobs):
     log('== unit tests')
     logbase = 'iobatch-unit'
@@ -553,7 +565,7 @@ def main():
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
                     choices=['smoke', 'chaos', 'fuzz', 'unit', 'qtest', 'iotests',
-                             'guest', 'libvirt'],
+                             'guest', 'libvirt', 'check-update'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -579,7 +591,7 @@ def main():
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
     suites = args.suite or ['smoke', 'chaos', 'fuzz', 'unit', 'qtest', 'iotests',
-                            'guest', 'libvirt']
+                            'guest', 'libvirt', 'check-update']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -604,6 +616,8 @@ def main():
         run_guest(build, res)
     if 'libvirt' in suites:
         run_libvirt(build, res)
+    if 'check-update' in suites:
+        run_check_update(res)
     if 'fuzz' in suites and beside.ready('fuzz-build', 'fuzz', res):
         run_fuzz(build, res)
     if base_suites:
