@@ -703,12 +703,26 @@ def ci_cols(runs: List[dict], key: str, scale: float = 1) -> str:
     return f'{m:.6g} {lo:.6g} {hi:.6g}'
 
 
+PNG_TERM = 'set terminal pngcairo noenhanced size {},{} font "sans,10"'
+
+
+def per_cell_axis(cells: int, points: int) -> List[str]:
+    """gnuplot lines for an x axis with a label per cell and @points marks
+    or bars per cell: the default canvas while the labels fit, otherwise a
+    wider one with upright labels (the full matrix has 92 cells)."""
+    if cells <= 24:
+        return ['set xtics rotate by -30']
+    return [PNG_TERM.format(120 + cells * max(14, 5 * points), 760),
+            'set xtics rotate by 90 right']
+
+
 def plots(res: dict, out: str) -> List[str]:
     """PNG plots with gnuplot, every point with its interval; returns the
     file names."""
     builds = res['builds']
     made = []
-    gp = ['set terminal pngcairo noenhanced size 1000,560 font "sans,10"', 'set grid ytics',
+    term = PNG_TERM
+    gp = [term.format(1000, 560), 'set grid ytics',
           'set key top left', 'set bars small']
     # IOPS against queue depth: one series per backend, queues and build
     for png, multi in (('iops.png', False), ('iops-mq.png', True)):
@@ -769,11 +783,12 @@ def plots(res: dict, out: str) -> List[str]:
         gp += [f'set output "{os.path.join(out, "ratio.png")}"',
                f'set title "IOPS ratio to {builds[0]}, per cell: median of the rounds with '
                f'{100 * CONFIDENCE:.0f}% interval"',
-               'set xtics rotate by -30', 'set xlabel ""', 'set ylabel "ratio"',
-               'set key inside top right',
+               *per_cell_axis(len(names), len(builds) - 1), 'set xlabel ""',
+               'set ylabel "ratio"', 'set key inside top right',
                f'set xrange [-0.5:{len(names) - 0.5}]', 'set arrow 1 from graph 0, first 1 '
                'to graph 1, first 1 nohead dt 2', 'plot ' + ', '.join(lines),
-               'unset arrow 1', 'set xrange [*:*]', 'set xtics norotate', 'set key inside top left']
+               'unset arrow 1', 'set xrange [*:*]', 'set xtics norotate',
+               term.format(1000, 560), 'set key inside top left']
         made.append('ratio.png')
     # CPU per request, syscalls per request, guest: clustered bars with intervals
     bars = []
@@ -802,12 +817,13 @@ def plots(res: dict, out: str) -> List[str]:
         gp += [f'set output "{os.path.join(out, png)}"',
                f'set title "{title}; medians with {100 * CONFIDENCE:.0f}% intervals"',
                'set style data histograms', 'set style histogram errorbars gap 1 lw 1',
-               'set style fill solid 0.8 border -1', 'set xtics rotate by -30',
+               'set style fill solid 0.8 border -1', *per_cell_axis(len(rows), len(cols)),
                'set xlabel ""', 'set ylabel ""', 'set key top left', 'set yrange [0:*]',
                'plot ' + ', '.join(f'"{dat}" using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}'
                                    + (':xtic(1)' if i == 0 else '') + f' title "{t}"'
                                    for i, t in enumerate(cols)),
-               'set xtics norotate', 'set yrange [*:*]', 'set style data points']
+               'set xtics norotate', 'set yrange [*:*]', 'set style data points',
+               term.format(1000, 560)]
         made.append(png)
     if not made:
         return made
