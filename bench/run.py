@@ -704,6 +704,7 @@ def ci_cols(runs: List[dict], key: str, scale: float = 1) -> str:
 
 
 PNG_TERM = 'set terminal pngcairo noenhanced size {},{} font "sans,10"'
+PNG_DEFAULT = PNG_TERM.format(1000, 560)
 
 
 def per_cell_axis(cells: int, points: int) -> List[str]:
@@ -721,8 +722,7 @@ def plots(res: dict, out: str) -> List[str]:
     file names."""
     builds = res['builds']
     made = []
-    term = PNG_TERM
-    gp = [term.format(1000, 560), 'set grid ytics',
+    gp = [PNG_DEFAULT, 'set grid ytics',
           'set key top left', 'set bars small']
     # IOPS against queue depth: one series per backend, queues and build
     for png, multi in (('iops.png', False), ('iops-mq.png', True)):
@@ -788,7 +788,7 @@ def plots(res: dict, out: str) -> List[str]:
                f'set xrange [-0.5:{len(names) - 0.5}]', 'set arrow 1 from graph 0, first 1 '
                'to graph 1, first 1 nohead dt 2', 'plot ' + ', '.join(lines),
                'unset arrow 1', 'set xrange [*:*]', 'set xtics norotate',
-               term.format(1000, 560), 'set key inside top left']
+               PNG_DEFAULT, 'set key inside top left']
         made.append('ratio.png')
     # CPU per request, syscalls per request, guest: clustered bars with intervals
     bars = []
@@ -823,7 +823,7 @@ def plots(res: dict, out: str) -> List[str]:
                                    + (':xtic(1)' if i == 0 else '') + f' title "{t}"'
                                    for i, t in enumerate(cols)),
                'set xtics norotate', 'set yrange [*:*]', 'set style data points',
-               term.format(1000, 560)]
+               PNG_DEFAULT]
         made.append(png)
     if not made:
         return made

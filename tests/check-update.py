@@ -57,6 +57,12 @@ def statuses(out):
     return dict(reversed(m.groups()) for m in map(STATUS.match, out.splitlines()) if m)
 
 
+def newer_version(out):
+    """The version check-update found newer than the pin, or None."""
+    m = re.search(r'^check-update: (\S+) is newer than the pinned', out, re.M)
+    return m.group(1) if m else None
+
+
 def pin_value(text, key):
     m = re.search(rf'^{key}=(.*)$', text, re.M)
     return m.group(1) if m else None
@@ -81,10 +87,10 @@ def main():
     pinned = pin_value(pin, 'VERSION')
 
     rc, out = check_update()
-    m = re.search(r'^check-update: (\S+) is newer than the pinned', out, re.M)
-    if m:
+    newest = newer_version(out)
+    if newest:
         report('pinned/newer-version-reported', True,
-               f'Debian has {m.group(1)}: move base.pin (docs/patch-workflow.md)')
+               f'Debian has {newest}: move base.pin (docs/patch-workflow.md)')
         check_reports('pinned', out)
     else:
         report('pinned/nothing-newer', rc == 0 and
@@ -96,11 +102,10 @@ def main():
         with open(old, 'w', encoding='utf-8') as f:
             f.write(re.sub(r'^VERSION=.*$', f'VERSION={OLD_VERSION}', pin, flags=re.M))
         rc, out = check_update('--pin', '--base', old)
-        m = re.search(r'^check-update: (\S+) is newer than the pinned', out, re.M)
-        report('older/newer-version-found', bool(m), f'exit status {rc}')
-        if not m:
+        newest = newer_version(out)
+        report('older/newer-version-found', bool(newest), f'exit status {rc}')
+        if not newest:
             return 1
-        newest = m.group(1)
         report('older/verified-and-unpacked', 'verified against the archive' in out)
         got = check_reports('older', out)
         with open(old, encoding='utf-8') as f:
