@@ -18,13 +18,14 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help \
-	deps-deb deb test-deb check-update fuzz fuzz-build
+	deps-deb deb test-deb check-update fuzz fuzz-build profile
 
 all: build
 
 help:
 	@echo 'make run            set up, build both, run the quick benchmark (make bench)'
 	@echo 'make bench          base against fork; BENCHFLAGS=--full for the matrix'
+	@echo 'make profile        where the IOThread'"'"'s CPU goes, base against fork (perf)'
 	@echo 'make smoke          the fork starts and moves data in each aio mode'
 	@echo 'make test           set up, build the fork, run its tests'
 	@echo 'make build          both builds: build/base (unpatched), build/fork'
@@ -120,6 +121,12 @@ bench: build vblk-load
 	python3 bench/run.py $(BENCHFLAGS)
 
 run: bench
+
+# Where the IOThread's CPU goes per request, base against fork (perf, one
+# tmpfs cell; PROFILEFLAGS, e.g. --backend tmpfs-io_uring --rounds 5).
+# Results in build/profile/profile.md.
+profile: build vblk-load
+	python3 bench/profile.py $(PROFILEFLAGS)
 
 install: fork
 	scripts/install.sh build/fork $(PREFIX)

@@ -924,6 +924,24 @@ def machine() -> str:
     return f'{os.cpu_count()} CPUs ({cpu}), {mem >> 20} GiB, Linux {os.uname().release}'
 
 
+def reorder(res: dict, ref: str) -> None:
+    """Make ref the build that the report compares the others with.  Run i
+    of every build belongs to round i, so any two builds pair up.
+
+    >>> r = {'builds': ['base', 'fork', 'pre'], 'command': 'run.py'}
+    >>> reorder(r, 'pre'); r['builds'], r['command']
+    (['pre', 'base', 'fork'], 'run.py` (report: `--ref pre`)')
+    >>> reorder(r, 'nope')
+    Traceback (most recent call last):
+    ...
+    ValueError: no build 'nope' in this run (pre, base, fork)
+    """
+    if ref not in res['builds']:
+        raise ValueError(f"no build '{ref}' in this run ({', '.join(res['builds'])})")
+    res['builds'] = [ref] + [b for b in res['builds'] if b != ref]
+    res['command'] += f'` (report: `--ref {ref}`)'
+
+
 def save(res: dict, out: str) -> None:
     """bench.json: written after every cell too, so that a run that fails
     late keeps what it measured (--from remakes its report)."""
@@ -985,10 +1003,20 @@ def main() -> None:
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'bench'))
     ap.add_argument('--from', dest='from_json', metavar='JSON',
                     help='measure nothing: remake the report and plots of a bench.json')
+    ap.add_argument('--ref', metavar='LABEL',
+                    help='with --from: the ratios against this build of the run (e.g. '
+                         'pre), not the first; rounds pair the builds whatever the order')
     args = ap.parse_args()
+    if args.ref and not args.from_json:
+        ap.error('--ref needs --from: a run measures against its first build')
     if args.from_json:
         with open(args.from_json, encoding='utf-8') as f:
             res = json.load(f)
+        if args.ref:
+            try:
+                reorder(res, args.ref)
+            except ValueError as e:
+                ap.error(f'--ref: {e}')
         os.makedirs(args.out, exist_ok=True)
         write_report(res, args.out)
         print(f'bench: wrote {args.out}/bench.md, ' + ', '.join(res['plots']))

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Where the IOThread's CPU goes, per request, in two or more builds.
+
+    python3 bench/profile.py [--builds base fork] [--backend tmpfs-native]
+                             [--rw randread] [--depth 32] [--rounds 5] [--out DIR]
+
+Drives each build with bench/vblk-load (interrupt mode, one queue, 4 KiB,
+one IOThread, a backend of bench/run.py) in interleaved rounds, records
+the IOThread alone with `perf record -t` for a few seconds of each run,
+and turns the samples into nanoseconds of IOThread CPU per request: by
+binary (kernel, QEMU, libc) and by function, with the functions whose
+cost differs most between the first build and each other build.  perf samples the thread at
+a fixed rate while it runs, so samples / rate / requests is its CPU time
+per request.  Needs perf (apt-get install linux-perf) and an idle machine.
+Writes DIR/profile.md and keeps DIR/*.data for `perf report -i`.
+"""
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  (bench/run.py: the backends and their image files)
+
+ROOT = run.ROOT
+LOADGEN = run.LOADGEN
+RATE = 4000     # perf record -F: samples per second of the thread's CPU
+
+
+def die(msg):
+    sys.exit(f'profile.py: error: {msg}')
+
+
+def iothread_tid(qemu_pid, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            for tid in os.listdir(f'/proc/{qemu_pid}/task'):
+                with open(f'/proc/{qemu_pid}/task/{tid}/comm') as f:
+                    if f.read().strip() == 'IO iothread0':
+                        return tid
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    die('no thread "IO iothread0" in QEMU; did it start?')
+
+
+def child_qemu(pid, timeout=10.0):
+    """The QEMU process that vblk-load (pid) started."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out = subprocess.run(['pgrep', '-P', str(pid), '-x', 'qemu-system-x86'],
+                             capture_output=True, text=True).stdout.split()
+        if out:
+            return out[0]
+        time.sleep(0.1)
+    die('vblk-load started no QEMU')
+
+
+def one_run(args, build, data):
+    qemu = os.path.join(ROOT, 'build', build, 'qemu-system-x86_64')
+    blockdev = run.blockdev(run.Cell(args.backend, args.rw, depth=args.depth), args.out)
+    secs = args.record + 2
+    load = subprocess.Popen([LOADGEN, '--qemu', qemu, '--mode', 'irq',
+                             '--rw', args.rw, '--depth', str(args.depth),
+                             '--duration', str(secs), '--ramp', '0.5',
+                             '--blockdev', blockdev, '--kick', 'async',
+                             '--json'],
+                            stdout=subprocess.PIPE, text=True)
+    tid = iothread_tid(child_qemu(load.pid))
+    time.sleep(1.5)    # past the ramp
+    rec = subprocess.run(['perf', 'record', '-q', '-F', str(RATE), '-t', tid,
+                          '-o', data, '--', 'sleep', str(args.record)],
+                         capture_output=True, text=True)
+    out, _ = load.communicate()
+    if rec.returncode or load.returncode:
+        die(f'{build}: perf record ({rec.returncode}: {rec.stderr.strip()}) or '
+            f'vblk-load ({load.returncode}) failed')
+    return float(re.search(r'"iops":\s*([\d.]+)', out).group(1))
+
+
+def samples(data):
+    """{(binary, function): samples} of one perf.data."""
+    out = subprocess.run(['perf', 'report', '-i', data, '--stdio', '-g', 'none',
+                          '--no-children', '--sort', 'dso,sym', '-F',
+                          'sample,dso,sym'],
+                         capture_output=True, text=True, check=True).stdout
+    d = collections.Counter()
+    for line in out.splitlines():
+        m = re.match(r'\s*(\d+)\s+(\S+)\s+\[.\]\s+(\S+)', line)
+        if m:
+            d[(m.group(2), m.group(3))] += int(m.group(1))
+    return d
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--builds', nargs='+', default=['base', 'fork'])
+    ap.add_argument('--backend', choices=sorted(run.BACKENDS), default='tmpfs-native')
+    ap.add_argument('--rw', choices=('randread', 'randwrite'), default='randread')
+    ap.add_argument('--depth', type=int, default=32)
+    ap.add_argument('--rounds', type=int, default=5)
+    ap.add_argument('--record', type=float, default=3, help='seconds recorded per run')
+    ap.add_argument('--top', type=int, default=12, help='functions listed each way')
+    ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'profile'))
+    args = ap.parse_args()
+    if not shutil.which('perf'):
+        die('perf not found: apt-get install linux-perf')
+    if not os.access(LOADGEN, os.X_OK):
+        die(f'{LOADGEN} not built: make vblk-load')
+    for b in args.builds:
+        if not os.access(os.path.join(ROOT, 'build', b, 'qemu-system-x86_64'), os.X_OK):
+            die(f'build/{b}/qemu-system-x86_64 missing: make build')
+    os.makedirs(args.out, exist_ok=True)
+
+    # ns per request of each (binary, function), per build, per round
+    per = {b: [] for b in args.builds}
+    for r in range(args.rounds):
+        order = args.builds if r % 2 == 0 else args.builds[::-1]
+        for b in order:
+            data = os.path.join(args.out, f'{b}-{r + 1}.data')
+            iops = one_run(args, b, data)
+            s = samples(data)
+            ns = 1e9 / RATE / (iops * args.record)
+            per[b].append({k: v * ns for k, v in s.items()})
+            print(f'round {r + 1} {b}: {iops / 1000:.1f}k IOPS, '
+                  f'{sum(s.values()) * ns:.0f} ns of IOThread CPU per request',
+                  file=sys.stderr)
+
+    def med(b, pred):
+        return statistics.median(sum(v for k, v in run.items() if pred(k))
+                                 for run in per[b])
+
+    ref = args.builds[0]
+    lines = [f'# IOThread CPU per request: {args.backend} {args.rw}, depth {args.depth}, '
+             f'one queue, 4 KiB',
+             '', f'Command: `python3 bench/profile.py --builds {" ".join(args.builds)} '
+             f'--backend {args.backend} --rw {args.rw} --depth {args.depth} '
+             f'--rounds {args.rounds}`. '
+             f'{args.rounds} interleaved rounds, {args.record:g} s recorded per run; '
+             'medians over the rounds, ns per request.', '',
+             '| binary | ' + ' | '.join(args.builds) + ' |',
+             '| --- |' + ' --- |' * len(args.builds)]
+    dsos = sorted({k[0] for b in per for run in per[b] for k in run},
+                  key=lambda d: -med(ref, lambda k, d=d: k[0] == d))
+    for d in dsos[:5] + ['all']:
+        pred = (lambda k: True) if d == 'all' else (lambda k, d=d: k[0] == d)
+        lines.append(f'| {d} | ' + ' | '.join(f'{med(b, pred):.0f}'
+                                               for b in args.builds) + ' |')
+    for b in args.builds[1:]:
+        m, lo, hi = run.bootstrap_ci([sum(y.values()) / sum(x.values())
+                                      for x, y in zip(per[ref], per[b])])
+        lines += ['', f'IOThread CPU per request, {b}/{ref}: {m:.2f} [{lo:.2f}, {hi:.2f}] '
+                  f'(median of the rounds\' ratios, 95% bootstrap interval).']
+    funcs = {k for b in per for run in per[b] for k in run}
+    for b in args.builds[1:]:
+        diff = sorted((med(b, lambda k, f=f: k == f) - med(ref, lambda k, f=f: k == f), f)
+                      for f in funcs)
+        lines += ['', f'Functions that differ most, {b} against {ref} (ns per request):', '',
+                  f'| function | binary | {ref} | {b} | difference |',
+                  '| --- | --- | --- | --- | --- |']
+        for dv, f in diff[:args.top] + diff[-args.top:]:
+            lines.append(f'| {f[1]} | {f[0]} | {med(ref, lambda k: k == f):.1f} | '
+                         f'{med(b, lambda k: k == f):.1f} | {dv:+.1f} |')
+        lines += ['', f'Most expensive in {b} (ns per request):', '',
+                  '| function | binary | ns |', '| --- | --- | --- |']
+        for f in sorted(funcs, key=lambda f: -med(b, lambda k: k == f))[:args.top]:
+            lines.append(f'| {f[1]} | {f[0]} | {med(b, lambda k: k == f):.1f} |')
+    text = '\n'.join(lines) + '\n'
+    with open(os.path.join(args.out, 'profile.md'), 'w') as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == '__main__':
+    main()
