@@ -17,6 +17,7 @@ Writes DIR/profile.md and keeps DIR/*.data for `perf report -i`.
 
 import argparse
 import collections
+import json
 import os
 import re
 import shutil
@@ -82,7 +83,7 @@ def one_run(args, build, data):
     if rec.returncode or load.returncode:
         die(f'{build}: perf record ({rec.returncode}: {rec.stderr.strip()}) or '
             f'vblk-load ({load.returncode}) failed')
-    return float(re.search(r'"iops":\s*([\d.]+)', out).group(1))
+    return float(json.loads(out)['iops'])
 
 
 def samples(data):
@@ -110,6 +111,8 @@ def main():
     ap.add_argument('--top', type=int, default=12, help='functions listed each way')
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'profile'))
     args = ap.parse_args()
+    if args.rounds < 1 or args.record <= 0 or not 1 <= args.depth <= 341:
+        ap.error('--rounds must be >= 1, --record > 0 and --depth 1..341')
     if not shutil.which('perf'):
         die('perf not found: apt-get install linux-perf')
     if not os.access(LOADGEN, os.X_OK):
