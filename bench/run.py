@@ -508,6 +508,9 @@ def report(res: dict) -> str:
     L = [f'Machine: {res["machine"]}', '',
          f'Command: `{res["command"]}` ({res["mode"]} mode; {res["duration"]} s measured '
          f'after {res["ramp"]} s ramp per run).']
+    if res.get('ref'):
+        L[-1] += (f' Report remade from its bench.json with `--ref {res["ref"]}`: '
+                  f'ratios against **{res["ref"]}**.')
     if len(specs) and any(s['props'] or s['build'] != b for b, s in specs.items()):
         L += ['', 'Builds: ' + '; '.join(
             f'**{b}** = build `{s["build"]}`' + (f' with `{s["props"]}`' if s['props'] else '')
@@ -929,8 +932,8 @@ def reorder(res: dict, ref: str) -> None:
     of every build belongs to round i, so any two builds pair up.
 
     >>> r = {'builds': ['base', 'fork', 'pre'], 'command': 'run.py'}
-    >>> reorder(r, 'pre'); r['builds'], r['command']
-    (['pre', 'base', 'fork'], 'run.py` (report: `--ref pre`)')
+    >>> reorder(r, 'pre'); r['builds'], r['ref']
+    (['pre', 'base', 'fork'], 'pre')
     >>> reorder(r, 'nope')
     Traceback (most recent call last):
     ...
@@ -939,7 +942,7 @@ def reorder(res: dict, ref: str) -> None:
     if ref not in res['builds']:
         raise ValueError(f"no build '{ref}' in this run ({', '.join(res['builds'])})")
     res['builds'] = [ref] + [b for b in res['builds'] if b != ref]
-    res['command'] += f'` (report: `--ref {ref}`)'
+    res['ref'] = ref
 
 
 def save(res: dict, out: str) -> None:
