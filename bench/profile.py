@@ -9,9 +9,9 @@ one IOThread, a backend of bench/run.py) in interleaved rounds, records
 the IOThread alone with `perf record -t` for a few seconds of each run,
 and turns the samples into nanoseconds of IOThread CPU per request: by
 binary (kernel, QEMU, libc) and by function, with the functions whose
-cost differs most between the first build and each other build.  perf samples the thread at
-a fixed rate while it runs, so samples / rate / requests is its CPU time
-per request.  Needs perf (apt-get install linux-perf) and an idle machine.
+cost differs most between the first build and each other build.  perf
+samples the thread at a fixed rate while it runs, so samples / rate /
+requests is its CPU time per request.  Needs perf (apt-get install linux-perf) and an idle machine.
 Writes DIR/profile.md and keeps DIR/*.data for `perf report -i`.
 """
 
@@ -65,14 +65,9 @@ def child_qemu(pid, timeout=10.0):
 
 
 def one_run(args, build, data):
-    qemu = os.path.join(ROOT, 'build', build, 'qemu-system-x86_64')
-    blockdev = run.blockdev(run.Cell(args.backend, args.rw, depth=args.depth), args.out)
-    secs = args.record + 2
-    load = subprocess.Popen([LOADGEN, '--qemu', qemu, '--mode', 'irq',
-                             '--rw', args.rw, '--depth', str(args.depth),
-                             '--duration', str(secs), '--ramp', '0.5',
-                             '--blockdev', blockdev, '--kick', 'async',
-                             '--json'],
+    cell = run.Cell(args.backend, args.rw, depth=args.depth)
+    load = subprocess.Popen(run.loadgen_cmd(build, cell, args.record + 2, 0.5, args.out,
+                                            'async'),
                             stdout=subprocess.PIPE, text=True)
     tid = iothread_tid(child_qemu(load.pid))
     time.sleep(1.5)    # past the ramp
@@ -81,7 +76,7 @@ def one_run(args, build, data):
                          capture_output=True, text=True)
     out, _ = load.communicate()
     if rec.returncode or load.returncode:
-        die(f'{build}: perf record ({rec.returncode}: {rec.stderr.strip()}) or '
+        die(f'{build.label}: perf record ({rec.returncode}: {rec.stderr.strip()}) or '
             f'vblk-load ({load.returncode}) failed')
     return float(json.loads(out)['iops'])
 
@@ -102,7 +97,8 @@ def samples(data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--builds', nargs='+', default=['base', 'fork'])
+    ap.add_argument('--builds', nargs='+', default=['base', 'fork'],
+                    metavar='[LABEL=]BUILD[:PROPS]', help='as in bench/run.py')
     ap.add_argument('--backend', choices=sorted(run.BACKENDS), default='tmpfs-native')
     ap.add_argument('--rw', choices=('randread', 'randwrite'), default='randread')
     ap.add_argument('--depth', type=int, default=32)
@@ -117,30 +113,41 @@ def main():
         die('perf not found: apt-get install linux-perf')
     if not os.access(LOADGEN, os.X_OK):
         die(f'{LOADGEN} not built: make vblk-load')
-    for b in args.builds:
-        if not os.access(os.path.join(ROOT, 'build', b, 'qemu-system-x86_64'), os.X_OK):
-            die(f'build/{b}/qemu-system-x86_64 missing: make build')
+    try:
+        builds = run.parse_builds(args.builds)
+    except ValueError as e:
+        ap.error(f'--builds: {e}')
+    for b in builds:
+        if not os.access(b.qemu, os.X_OK):
+            die(f'{b.qemu} missing: make build')
+        why = b.check_props()
+        if why:
+            die(why)
     os.makedirs(args.out, exist_ok=True)
 
-    # ns per request of each (binary, function), per build, per round
-    per = {b: [] for b in args.builds}
+    # ns per request of each (binary, function), per build label, per round
+    per = {b.label: [] for b in builds}
     for r in range(args.rounds):
-        order = args.builds if r % 2 == 0 else args.builds[::-1]
-        for b in order:
-            data = os.path.join(args.out, f'{b}-{r + 1}.data')
+        for b in builds if r % 2 == 0 else builds[::-1]:
+            data = os.path.join(args.out, f'{b.label}-{r + 1}.data')
             iops = one_run(args, b, data)
             s = samples(data)
             ns = 1e9 / RATE / (iops * args.record)
-            per[b].append({k: v * ns for k, v in s.items()})
-            print(f'round {r + 1} {b}: {iops / 1000:.1f}k IOPS, '
+            per[b.label].append({k: v * ns for k, v in s.items()})
+            print(f'round {r + 1} {b.label}: {iops / 1000:.1f}k IOPS, '
                   f'{sum(s.values()) * ns:.0f} ns of IOThread CPU per request',
                   file=sys.stderr)
 
     def med(b, pred):
-        return statistics.median(sum(v for k, v in run.items() if pred(k))
-                                 for run in per[b])
+        return statistics.median(sum(v for k, v in prof.items() if pred(k))
+                                 for prof in per[b])
 
-    ref = args.builds[0]
+    labels = [b.label for b in builds]
+    ref = labels[0]
+    funcs = {k for rounds in per.values() for prof in rounds for k in prof}
+    # the median over the rounds of each function's cost, per build
+    fmed = {b: {f: statistics.median(prof.get(f, 0.0) for prof in per[b]) for f in funcs}
+            for b in labels}
     lines = [f'# IOThread CPU per request: {args.backend} {args.rw}, depth {args.depth}, '
              f'one queue, 4 KiB',
              '', f'Command: `python3 bench/profile.py --builds {" ".join(args.builds)} '
@@ -148,33 +155,29 @@ def main():
              f'--rounds {args.rounds}`. '
              f'{args.rounds} interleaved rounds, {args.record:g} s recorded per run; '
              'medians over the rounds, ns per request.', '',
-             '| binary | ' + ' | '.join(args.builds) + ' |',
-             '| --- |' + ' --- |' * len(args.builds)]
-    dsos = sorted({k[0] for b in per for run in per[b] for k in run},
-                  key=lambda d: -med(ref, lambda k, d=d: k[0] == d))
+             '| binary | ' + ' | '.join(labels) + ' |',
+             '| --- |' + ' --- |' * len(labels)]
+    dsos = sorted({f[0] for f in funcs}, key=lambda d: -med(ref, lambda k, d=d: k[0] == d))
     for d in dsos[:5] + ['all']:
         pred = (lambda k: True) if d == 'all' else (lambda k, d=d: k[0] == d)
-        lines.append(f'| {d} | ' + ' | '.join(f'{med(b, pred):.0f}'
-                                               for b in args.builds) + ' |')
-    for b in args.builds[1:]:
+        lines.append(f'| {d} | ' + ' | '.join(f'{med(b, pred):.0f}' for b in labels) + ' |')
+    for b in labels[1:]:
         m, lo, hi = run.bootstrap_ci([sum(y.values()) / sum(x.values())
                                       for x, y in zip(per[ref], per[b])])
         lines += ['', f'IOThread CPU per request, {b}/{ref}: {m:.2f} [{lo:.2f}, {hi:.2f}] '
                   f'(median of the rounds\' ratios, 95% bootstrap interval).']
-    funcs = {k for b in per for run in per[b] for k in run}
-    for b in args.builds[1:]:
-        diff = sorted((med(b, lambda k, f=f: k == f) - med(ref, lambda k, f=f: k == f), f)
-                      for f in funcs)
+    for b in labels[1:]:
+        diff = sorted((fmed[b][f] - fmed[ref][f], f) for f in funcs)
         lines += ['', f'Functions that differ most, {b} against {ref} (ns per request):', '',
                   f'| function | binary | {ref} | {b} | difference |',
                   '| --- | --- | --- | --- | --- |']
         for dv, f in diff[:args.top] + diff[-args.top:]:
-            lines.append(f'| {f[1]} | {f[0]} | {med(ref, lambda k: k == f):.1f} | '
-                         f'{med(b, lambda k: k == f):.1f} | {dv:+.1f} |')
+            lines.append(f'| {f[1]} | {f[0]} | {fmed[ref][f]:.1f} | {fmed[b][f]:.1f} '
+                         f'| {dv:+.1f} |')
         lines += ['', f'Most expensive in {b} (ns per request):', '',
                   '| function | binary | ns |', '| --- | --- | --- |']
-        for f in sorted(funcs, key=lambda f: -med(b, lambda k: k == f))[:args.top]:
-            lines.append(f'| {f[1]} | {f[0]} | {med(b, lambda k: k == f):.1f} |')
+        for f in sorted(funcs, key=lambda f: -fmed[b][f])[:args.top]:
+            lines.append(f'| {f[1]} | {f[0]} | {fmed[b][f]:.1f} |')
     text = '\n'.join(lines) + '\n'
     with open(os.path.join(args.out, 'profile.md'), 'w') as f:
         f.write(text)

@@ -384,18 +384,25 @@ def metrics(r: dict) -> dict:
     return m
 
 
-def loadgen(build: Build, cell: Cell, args, strace: bool = False) -> dict:
+def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str,
+                kick: str) -> List[str]:
+    """The vblk-load command line of one run of a cell (--json output)."""
     cmd = [LOADGEN, '--qemu', build.qemu,
            '--json', '--mode', 'irq', '--rw', cell.rw, '--queues', str(cell.queues),
-           '--depth', str(cell.depth), '--duration', str(args.duration),
-           '--ramp', str(args.ramp), '--blockdev', blockdev(cell, args.out),
-           '--timeout', '30', '--kick', args.kick]
+           '--depth', str(cell.depth), '--duration', str(duration),
+           '--ramp', str(ramp), '--blockdev', blockdev(cell, out),
+           '--timeout', '30', '--kick', kick]
     if cell.poll is not None:
         cmd += ['--poll-max-ns', str(cell.poll)]
     if cell.threads:
         cmd.append('--threads')
     if build.props:
         cmd += ['--device-opts', build.props]
+    return cmd
+
+
+def loadgen(build: Build, cell: Cell, args, strace: bool = False) -> dict:
+    cmd = loadgen_cmd(build, cell, args.duration, args.ramp, args.out, args.kick)
     if strace:
         cmd.append('--strace')
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
