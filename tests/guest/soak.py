@@ -47,6 +47,21 @@ def say(msg: str) -> None:
     print(f'# soak: {msg}', flush=True)
 
 
+def from_boot(line: str) -> str:
+    """The line from the guest's @@BOOT marker on, if it has one.  A
+    system_reset can cut the guest's last line short; the new boot's
+    first line then continues it on the console, and a boot that the
+    soak does not see would make it compare two boots' counters.
+
+    >>> from_boot('@@TICK threads=4496/3 nat@@BOOT 6.1.0-28-amd64')
+    '@@BOOT 6.1.0-28-amd64'
+    >>> from_boot('@@TICK threads=4496/3 native=4120/2')
+    '@@TICK threads=4496/3 native=4120/2'
+    """
+    i = line.find('@@BOOT')
+    return line[i:] if i > 0 else line
+
+
 class Soak:
     """The state of a soak run, as the serial log and QMP show it."""
 
@@ -114,6 +129,7 @@ class Soak:
                            f' in phase {self.phase} (hang? lost notification?)')
 
     def line(self, line: str) -> None:
+        line = from_boot(line)
         if line.startswith('@@TICK'):
             self.on_tick(line)
             return
