@@ -12,6 +12,10 @@
 #   FUZZ_TARGETS   targets to run (default: the virtio-blk ones below)
 #   FUZZ_DIR       instead of build/fuzz for corpus/, artifacts/, logs/
 #   FUZZ_TIMEOUT   seconds after which one input counts as a hang (default 30)
+#                  where libFuzzer's alarm works; a run that is not over
+#                  FUZZ_SECONDS + FUZZ_TIMEOUT + 60 s after it started is
+#                  sent SIGSEGV (so that libFuzzer saves the input it is
+#                  on and ASan prints where each process was), then killed
 #   FUZZ_CPU_SECONDS  for a campaign on a shared machine: run each target
 #                  again, FUZZ_SECONDS at a time, until it used this much
 #                  CPU time (user + system, forked children included)
@@ -51,6 +55,7 @@ seeddir=$dir/seeds.$$
 trap 'rm -rf "$seeddir"' EXIT
 python3 "$top/tests/fuzz/seeds.py" "$seeddir"
 
+limit=$((seconds + timeout + 60))
 failed=0
 for t in "${targets[@]}"; do
     mkdir -p "$dir/corpus/$t" "$dir/artifacts/$t" "$dir/logs"
@@ -62,7 +67,11 @@ for t in "${targets[@]}"; do
     while :; do
         # bash's time keyword: CPU time of the run and of its children
         TIMEFORMAT='%3U %3S'
+        # libFuzzer's -timeout is a SIGALRM, which QEMU's main loop blocks
+        # (docs/fuzzing.md): bound the whole run from outside as well.
+        # timeout(1) signals its process group, forked children included.
         { time (cd "$dir/artifacts/$t" &&
+                timeout --signal=SEGV --kill-after=20 "$limit" \
                 "$bin" --fuzz-target="$t" -max_total_time="$seconds" \
                     -timeout="$timeout" -rss_limit_mb=4096 \
                     -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t/" \
@@ -74,12 +83,15 @@ for t in "${targets[@]}"; do
         [ "$rc" -eq 0 ] && [ -n "$n" ] && [ "$cpu" -lt "$cpu_want" ] || break
     done
     wall=$((SECONDS - start))
-    cov=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' "$log" | tail -n 1)
+    cov=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' "$log" | tail -n 1 || true)
     if [ "$rc" -eq 0 ] && [ "$runs" -gt 0 ]; then
         echo "fuzz: ok $t: $runs runs in ${wall}s, ${cpu}s CPU, $cov"
     else
         failed=1
         found=$(grep -m 1 -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error:|ALARM' "$log" || true)
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            found="hung: a run was not over after ${limit}s and was sent SIGSEGV; the input it was on is the newest crash-* in $dir/artifacts/$t (a hang, not a crash)"
+        fi
         echo "fuzz: FAIL $t: exit status $rc${found:+: $found}; log $log"
         tail -n 40 "$log" | sed 's/^/    | /'
     fi
