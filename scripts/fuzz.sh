@@ -67,6 +67,7 @@ for t in "${targets[@]}"; do
     while :; do
         # bash's time keyword: CPU time of the run and of its children
         TIMEFORMAT='%3U %3S'
+        run_start=$SECONDS
         # libFuzzer's -timeout is a SIGALRM, which QEMU's main loop blocks
         # (docs/fuzzing.md): bound the whole run from outside as well.
         # timeout(1) signals its process group, forked children included.
@@ -88,9 +89,13 @@ for t in "${targets[@]}"; do
         echo "fuzz: ok $t: $runs runs in ${wall}s, ${cpu}s CPU, $cov"
     else
         failed=1
-        found=$(grep -m 1 -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error:|ALARM' "$log" || true)
-        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        # The last run is the one that failed.  Its length, not its exit
+        # status, tells the bound's signals from others: 137 is also what
+        # any SIGKILL gives (the kernel's OOM killer, say).
+        if [ $((SECONDS - run_start)) -ge "$limit" ]; then
             found="hung: a run was not over after ${limit}s and was sent SIGSEGV; the input it was on is the newest crash-* in $dir/artifacts/$t (a hang, not a crash)"
+        else
+            found=$(grep -m 1 -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error:|ALARM' "$log" || true)
         fi
         echo "fuzz: FAIL $t: exit status $rc${found:+: $found}; log $log"
         tail -n 40 "$log" | sed 's/^/    | /'
