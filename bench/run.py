@@ -983,9 +983,9 @@ def main() -> None:
     ap.add_argument('--cell-time', type=float,
                     help='seconds per cell after which no round is added '
                          '(default 60 quick, 120 full)')
-    ap.add_argument('--cells', metavar='PATTERN',
-                    help='only the cells whose name matches this fnmatch pattern, '
-                         'e.g. "tmpfs-io_uring*"')
+    ap.add_argument('--cells', metavar='PATTERN[,PATTERN...]',
+                    help='only the cells whose name matches one of these fnmatch '
+                         'patterns, e.g. "tmpfs-io_uring*" or "null*,*d128"')
     ap.add_argument('--duration', type=float, default=2, help='seconds measured per run '
                     '(default 2)')
     ap.add_argument('--ramp', type=float, default=0.5, help='seconds before measuring')
@@ -1062,7 +1062,8 @@ def main() -> None:
 
     cells = [] if args.guest_only else matrix(args.full)
     if args.cells and not args.guest_only:
-        cells = [c for c in cells if fnmatch.fnmatch(c.name, args.cells)]
+        pats = args.cells.split(',')
+        cells = [c for c in cells if any(fnmatch.fnmatch(c.name, p) for p in pats)]
         if not cells:
             die(f'no cell matches {args.cells!r}; the cells are:\n  '
                 + '\n  '.join(c.name for c in matrix(args.full)))
