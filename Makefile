@@ -18,7 +18,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help \
-	deps-deb deb test-deb check-update fuzz fuzz-build profile
+	deps-deb deb test-deb check-update fuzz fuzz-build profile debug-build
 
 all: build
 
@@ -84,6 +84,7 @@ check-bisect: fetch
 test: fork check-patches
 	$(call build-all,fork)
 	python3 tests/run.py --build fork --beside fuzz-build --beside base \
+	    --beside debug-build \
 	    --base base --json build/test-results.json \
 	    --summary build/test-summary.txt $(TESTFLAGS)
 
@@ -110,6 +111,13 @@ smoke: fork
 fuzz-build: fetch
 	scripts/fork-src.sh
 	scripts/fuzz-build.sh
+
+# The fork with the debug check of deferred calls (a blocking aio_poll()
+# with calls queued aborts), in build/dbg, for the suite "debug" of
+# 'make test': the unit tests and the virtio-blk and virtio-scsi qtests.
+debug-build: fetch
+	scripts/fork-src.sh
+	scripts/debug-build.sh
 
 fuzz: fuzz-build
 	scripts/fuzz.sh

@@ -7,7 +7,9 @@ the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
 running the build's QEMU (tests/libvirt.py); make check-update against the
-archive, with base.pin and an older pin (tests/check-update.py).  With
+archive, with base.pin and an older pin (tests/check-update.py); the unit
+tests and the virtio-blk and virtio-scsi qtests on the fork built with the
+debug check of deferred calls (build/dbg, suite debug).  With
 --base, the hostile driver and the guest soak also run on the unpatched
 base, for comparison (suites chaos-base, soak-base).  Every test runs
 under a timeout, so a hang is a failure.
@@ -386,8 +388,8 @@ def run_check_update(res):
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$', want, 1800, 'check-update', res)
 
 
-def run_unit(build, res, jobs):
-    log('== unit tests')
+def run_unit(build, res, jobs, suite='unit'):
+    log(f'== unit tests ({suite})')
     logbase = 'iobatch-unit'
     r = subprocess.run(['meson', 'test', '-C', build, '--suite', 'unit',
                         '--no-rebuild', '--num-processes', str(jobs),
@@ -395,14 +397,14 @@ def run_unit(build, res, jobs):
                        env=qemu_env(build), check=False)
     path = f'{build}/meson-logs/{logbase}.json'
     if not os.path.exists(path):
-        res.add('unit', 'meson-test', 'fail', f'meson test exited {r.returncode}')
+        res.add(suite, 'meson-test', 'fail', f'meson test exited {r.returncode}')
         return
     status = {'OK': 'pass', 'SKIP': 'skip', 'TIMEOUT': 'timeout',
               'EXPECTEDFAIL': 'pass'}
     with open(path, encoding='utf-8') as f:
         for line in f:
             t = json.loads(line)
-            res.add('unit', t['name'], status.get(t['result'], 'fail'),
+            res.add(suite, t['name'], status.get(t['result'], 'fail'),
                     t['result'])
 
 
@@ -467,6 +469,30 @@ def run_qtests(build, res):
                        QTEST_TIMEOUT)
     for t in QTESTS:
         run_tap_binary([f'{build}/tests/qtest/{t}'], build, 'qtest', res,
+                       QTEST_TIMEOUT)
+
+
+def run_debug(tested, res, jobs):
+    """The unit tests and the virtio-blk and virtio-scsi qtests on build/dbg
+    (make debug-build): the fork with --enable-debug-defer-call, where a
+    blocking aio_poll() with deferred calls queued aborts."""
+    build = f'{TOP}/build/dbg'
+    log('== debug check of deferred calls (build/dbg)')
+    if os.path.basename(tested) != 'fork':
+        res.add('debug', 'debug-build', 'skip', 'build/dbg is of the fork')
+        return
+    if not os.path.exists(f'{build}/qemu-system-x86_64'):
+        res.add('debug', 'debug-build', 'fail',
+                'no build/dbg/qemu-system-x86_64: run make debug-build')
+        return
+    run_unit(build, res, jobs, 'debug')
+    qos = f'{build}/tests/qtest/qos-test'
+    prefixes = [p for p in qos_prefixes(build)
+                if p.endswith(('/virtio-blk-pci', '/virtio-scsi-pci'))]
+    if not prefixes:
+        res.add('debug', 'qos-test', 'fail', 'no virtio-blk-pci qos-test path')
+    for prefix in prefixes:
+        run_tap_binary([qos, '-r', prefix], build, 'debug', res,
                        QTEST_TIMEOUT)
 
 
@@ -565,7 +591,7 @@ def main():
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
                     choices=['smoke', 'chaos', 'fuzz', 'unit', 'qtest', 'iotests',
-                             'guest', 'libvirt', 'check-update'],
+                             'guest', 'libvirt', 'check-update', 'debug'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -574,7 +600,7 @@ def main():
                     help='seconds one iotest may take (default: 300)')
     ap.add_argument('--jobs', type=int, default=os.cpu_count())
     ap.add_argument('--beside', action='append', default=[], metavar='TARGET',
-                    choices=['fuzz-build', 'base'],
+                    choices=['fuzz-build', 'base', 'debug-build'],
                     help='make TARGET beside the suites, at low priority; '
                          'the suites that need it wait for it (repeatable)')
     ap.add_argument('--base', metavar='BUILD',
@@ -591,7 +617,7 @@ def main():
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
     suites = args.suite or ['smoke', 'chaos', 'fuzz', 'unit', 'qtest', 'iotests',
-                            'guest', 'libvirt', 'check-update']
+                            'guest', 'libvirt', 'check-update', 'debug']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -599,7 +625,8 @@ def main():
     base_suites = [x for x in ('chaos', 'guest') if x in suites] if args.base else []
     beside = Beside([t for t in args.beside
                      if (t, True) in (('fuzz-build', 'fuzz' in suites),
-                                      ('base', bool(base_suites)))])
+                                      ('base', bool(base_suites)),
+                                      ('debug-build', 'debug' in suites))])
 
     if 'smoke' in suites:
         run_smoke(build, res)
@@ -631,6 +658,8 @@ def main():
             suites.append('soak-base')
             if beside.ready('base', 'soak-base', res):
                 run_guest(base, res, 'soak-base', ['soak'])
+    if 'debug' in suites and beside.ready('debug-build', 'debug', res):
+        run_debug(build, res, args.jobs)
 
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
