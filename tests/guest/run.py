@@ -39,6 +39,9 @@ def main() -> int:
     ap.add_argument('--soak-seconds', type=int, metavar='N', default=None,
                     help='how long the soak case loops (default: $SOAK_SECONDS or 150; '
                     'the long run is 3600)')
+    ap.add_argument('--device-props', metavar='PROPS', default='',
+                    help='more properties for every virtio-blk and virtio-scsi device, '
+                    'e.g. x-notify-batch=deferred (a case\'s own come after them)')
     ap.add_argument('--keep', action='store_true', help='keep each case\'s temp dir')
     a = ap.parse_args()
     # On SIGTERM (a CI timeout), unwind so that each case kills its QEMU.
@@ -71,6 +74,11 @@ def main() -> int:
         for c in todo:
             print(f'{c.name:40} {c.scenario:12} {c.doc}')
         return 0
+
+    if a.device_props:
+        for c in todo:
+            for d in c.disks:
+                d.props = ','.join(p for p in (a.device_props, d.props) if p)
 
     guest = harness.build_guest()
     print(f'# guest {guest}; {a.bindir or "build/" + a.build}; {len(todo)} cases', flush=True)
