@@ -517,7 +517,7 @@ def host_fio(cell: Cell, args) -> Optional[float]:
 
 # ---- the report ----
 
-CPU_METRICS = [('iothread_us_per_req', 'IOThread'), ('main_us_per_req', 'main loop'),
+CPU_METRICS = [('iothread_us_per_req', 'IOThread'), ('main_us_per_req', 'main loop (harness)'),
                ('worker_us_per_req', 'workers'), ('qemu_us_per_req', 'QEMU, all threads'),
                ('loadgen_us_per_req', 'vblk-load')]
 
@@ -625,7 +625,8 @@ def report(res: dict) -> str:
                          f'| {pair(r, ref, x, "p50_us", ".0f")} | {pair(r, ref, x, "p99_us", ".0f")} '
                          f'| {ratio(med(r[x], "iops"), fio) if fio else "-"} |')
             L += ['', f'CPU per request of each thread (schedstat), µs: {ref}, {x} '
-                  f'(ratio {x}/{ref} [interval]). Workers: the thread pool (aio=threads).', '',
+                  f'(ratio {x}/{ref} [interval]). Workers: the thread pool (aio=threads). '
+                  + HARNESS_NOTE, '',
                   '| cell | ' + ' | '.join(t for _, t in CPU_METRICS) + ' |',
                   '|' + ' --- |' * (1 + len(CPU_METRICS))]
             for name, c in cells.items():
