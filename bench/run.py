@@ -1138,10 +1138,11 @@ def main() -> None:
     ap.add_argument('--upstream', action='store_true',
                     help='add build/upstream (make upstream: Debian\'s QEMU 10.0) to --builds; '
                          'the report then gives every build against it too')
-    ap.add_argument('--kick', choices=('async', 'sync'), default='async',
+    ap.add_argument('--kick', choices=('async', 'sync', 'eventfd'), default='async',
                     help='vblk-load --kick: async (default) does not wait for QEMU\'s main '
                          'loop to take a kick, as a KVM guest does not; sync waits '
-                         '(what make bench did before)')
+                         '(what make bench did before); eventfd writes the queue\'s '
+                         'ioeventfd itself, as KVM does: no main loop on the kick path')
     ap.add_argument('--no-strace', action='store_true', help='skip the syscall pass')
     ap.add_argument('--guest', action='store_true',
                     help='add the guest fio A/B (TCG guest; --full implies it)')

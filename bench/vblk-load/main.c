@@ -13,6 +13,7 @@
 
 #include "chaos.h"
 #include "driver.h"
+#include "evkick.h"
 #include "pci.h"
 #include "qemu.h"
 #include "qmp.h"
@@ -48,8 +49,10 @@ static void usage(FILE *f)
 "  --queues N           virtqueues (1..64, default 1)\n"
 "  --threads            one driver thread per queue (default: one thread\n"
 "                       drives all queues)\n"
-"  --kick sync|async    wait for QEMU to take each kick (sync, default), or\n"
-"                       pipeline kicks and read QEMU's answers later (async)\n"
+"  --kick sync|async|eventfd  wait for QEMU to take each kick (sync, default),\n"
+"                       pipeline kicks and read QEMU's answers later (async),\n"
+"                       or write each queue's ioeventfd, taken from QEMU with\n"
+"                       pidfd_getfd, as KVM does: no main loop (eventfd)\n"
 "  --depth N            requests in flight per queue (1..341, default 32)\n"
 "  --bs BYTES           block size, multiple of 512 (default 4096)\n"
 "  --rw MODE            read|write|randread|randwrite|randrw (default randread)\n"
@@ -208,8 +211,10 @@ static void parse_args(int argc, char **argv)
                 opt.kick_async = false;
             } else if (!strcmp(optarg, "async")) {
                 opt.kick_async = true;
+            } else if (!strcmp(optarg, "eventfd")) {
+                opt.kick_eventfd = true;
             } else {
-                bad_opt("--kick", optarg, "expected sync or async");
+                bad_opt("--kick", optarg, "expected sync, async or eventfd");
             }
             break;
         case O_POLLMAX: opt.poll_max_ns = parse_uint("--poll-max-ns", optarg, 0, 1000000000); break;
@@ -328,6 +333,10 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (opt.chaos && opt.kick_eventfd) {
+        fprintf(stderr, "vblk-load: --kick eventfd is for load runs, not --chaos\n");
+        return 2;
+    }
     if (opt.chaos) {
         return chaos_main();
     }
@@ -348,6 +357,9 @@ int main(int argc, char **argv)
     qmp_attach(conn.qmp_fd);
 
     virtio_init();
+    if (opt.kick_eventfd) {
+        evkick_attach(qemu_pid);
+    }
     struct qtest_counts setup;
     qtest_counts(&setup);
     win.have_qstats = qmp_queue_stats(VBLK_QOM_PATH, &win.run0);
@@ -476,7 +488,8 @@ int main(int argc, char **argv)
                ", \"wait_us_per_cmd\": %.3f, \"busy\": %.4f, \"kick\": \"%s\", "
                "\"max_outstanding\": %" PRIu64 "},\n", qt_cmds, qt_cont,
                qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, elapsed > 0 ? qt_busy / elapsed : 0,
-               opt.kick_async ? "async" : "sync", win.qt1.max_outstanding);
+               opt.kick_eventfd ? "eventfd" : opt.kick_async ? "async" : "sync",
+               win.qt1.max_outstanding);
         printf("  \"host\": {\"cpus\": %ld, \"busy_cpus\": %.3f, \"steal_cpus\": %.3f, "
                "\"others_cpus\": %.3f},\n", ncpu, host_busy, host_steal, others);
         printf("  \"cpu_source\": \"%s\",\n", have_schedstat ? "schedstat" : "stat");
@@ -555,7 +568,8 @@ int main(int argc, char **argv)
         printf("  qtest channel: %" PRIu64 " commands, busy %.1f%% of the time, "
                "%" PRIu64 " found it taken (%.2f us waited per command)%s\n", qt_cmds,
                elapsed > 0 ? 100 * qt_busy / elapsed : 0, qt_cont,
-               qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, opt.kick_async ? "; kicks pipelined" : "");
+               qt_cmds ? qt_wait * 1e6 / qt_cmds : 0, opt.kick_eventfd ? "; kicks by ioeventfd, not qtest" :
+               opt.kick_async ? "; kicks pipelined" : "");
         printf("  host:     %ld CPUs, %.2f busy (%.2f not QEMU or vblk-load), %.2f stolen\n",
                ncpu, host_busy, others, host_steal);
         printf("  CPU per request (us, from %s):\n", have_schedstat ? "schedstat" : "stat ticks");

@@ -31,7 +31,7 @@ struct options {
     enum rwmode rw;
     unsigned rwmix_read;
     double duration, ramp;
-    bool strace, spin, threads, kick_async;
+    bool strace, spin, threads, kick_async, kick_eventfd;
     long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
     const char *blockdev;
