@@ -78,7 +78,7 @@ def child_qemu(pid, timeout=10.0):
 def one_run(args, build, data):
     cell = run.Cell(args.backend, args.rw, depth=args.depth)
     load = subprocess.Popen(run.loadgen_cmd(build, cell, args.record + 2, 0.5, args.out,
-                                            'async'),
+                                            args.kick, args.qtest_log),
                             stdout=subprocess.PIPE, text=True)
     qemu = child_qemu(load.pid)
     tids = {t: thread_tid(qemu, t) for t in args.threads}
@@ -162,6 +162,10 @@ def main():
     ap.add_argument('--threads', nargs='+', choices=sorted(THREADS), default=['iothread'],
                     help='the QEMU threads to record (default: iothread; main: the main '
                          'loop, which runs vblk-load\'s kicks and interrupts)')
+    ap.add_argument('--kick', choices=('async', 'sync', 'eventfd'), default='async',
+                    help='vblk-load --kick (default async, as make bench)')
+    ap.add_argument('--qtest-log', default='none', metavar='FILE',
+                    help='vblk-load --qtest-log (default none)')
     ap.add_argument('--top', type=int, default=12, help='functions listed each way')
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'profile'))
     args = ap.parse_args()
@@ -208,7 +212,8 @@ def main():
              f'one queue, 4 KiB',
              '', f'Command: `python3 bench/profile.py --builds {" ".join(args.builds)} '
              f'--backend {args.backend} --rw {args.rw} --depth {args.depth} '
-             f'--rounds {args.rounds} --threads {" ".join(args.threads)}`. '
+             f'--rounds {args.rounds} --threads {" ".join(args.threads)} --kick {args.kick} '
+             f'--qtest-log {args.qtest_log}`. '
              f'{args.rounds} interleaved rounds, {args.record:g} s recorded per run; '
              'medians over the rounds, ns per request. IOPS (median): '
              + ', '.join(f'{b} {statistics.median(iops_of[b]) / 1e3:.1f}k' for b in labels)

@@ -429,13 +429,13 @@ def metrics(r: dict) -> dict:
 
 
 def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str,
-                kick: str) -> List[str]:
+                kick: str, qtest_log: str = 'none') -> List[str]:
     """The vblk-load command line of one run of a cell (--json output)."""
     cmd = [LOADGEN, '--qemu', build.qemu,
            '--json', '--mode', 'irq', '--rw', cell.rw, '--queues', str(cell.queues),
            '--depth', str(cell.depth), '--duration', str(duration),
            '--ramp', str(ramp), '--blockdev', blockdev(cell, out),
-           '--timeout', '30', '--kick', kick]
+           '--timeout', '30', '--kick', kick, '--qtest-log', qtest_log]
     if cell.poll is not None:
         cmd += ['--poll-max-ns', str(cell.poll)]
     if cell.threads:
@@ -446,7 +446,8 @@ def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str
 
 
 def loadgen(build: Build, cell: Cell, args, strace: bool = False) -> dict:
-    cmd = loadgen_cmd(build, cell, args.duration, args.ramp, args.out, args.kick)
+    cmd = loadgen_cmd(build, cell, args.duration, args.ramp, args.out, args.kick,
+                      args.qtest_log)
     if strace:
         cmd.append('--strace')
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -584,7 +585,8 @@ def report(res: dict) -> str:
     if cells:
         L += ['', '### The device path', '',
               'bench/vblk-load drives virtio-blk-pci on one IOThread, interrupt mode, 4 KiB, '
-              f'EVENT_IDX on, {res.get("kick", "sync")} kicks; "threads": one driver thread '
+              f'EVENT_IDX on, {res.get("kick", "sync")} kicks, QEMU\'s -qtest-log '
+              f'{res.get("qtest_log", "/dev/null")}; "threads": one driver thread '
               'per queue. Host fio: fio on the '
               'same file (the bound). Others: CPUs used by other processes during the '
               'measured windows (median). Kicks waited: the share of kicks that found the '
@@ -1143,6 +1145,9 @@ def main() -> None:
                          'loop to take a kick, as a KVM guest does not; sync waits '
                          '(what make bench did before); eventfd writes the queue\'s '
                          'ioeventfd itself, as KVM does: no main loop on the kick path')
+    ap.add_argument('--qtest-log', default='none', metavar='FILE',
+                    help='vblk-load --qtest-log (default none; /dev/null, as before '
+                         '2026-12-03, adds a formatted log line per kick to the main loop)')
     ap.add_argument('--no-strace', action='store_true', help='skip the syscall pass')
     ap.add_argument('--guest', action='store_true',
                     help='add the guest fio A/B (TCG guest; --full implies it)')
@@ -1216,6 +1221,7 @@ def main() -> None:
     res = {'machine': machine(), 'mode': 'full' if args.full else 'quick',
            'command': shlex.join(['python3', 'bench/run.py'] + sys.argv[1:]),
            'reps': args.reps, 'duration': args.duration, 'ramp': args.ramp, 'kick': args.kick,
+           'qtest_log': args.qtest_log,
            'builds': labels, 'build_specs': {b.label: b.spec() for b in builds},
            'stats': {'reps': args.reps, 'max_reps': args.max_reps, 'ci_width': args.ci_width,
                      'cell_time': args.cell_time, 'confidence': CONFIDENCE,

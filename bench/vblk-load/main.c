@@ -29,7 +29,7 @@ struct options opt = {
     .queues = 1, .depth = 32, .bs = 4096, .rw = RW_RANDREAD, .rwmix_read = 50,
     .duration = 5, .event_idx = true, .iothread = true, .irq = false,
     .blockdev = "driver=null-co,node-name=disk0,read-zeroes=on",
-    .timeout = 10, .seed = 1, .poll_max_ns = -1,
+    .timeout = 10, .seed = 1, .poll_max_ns = -1, .qtest_log = "none",
 };
 
 volatile sig_atomic_t got_signal;
@@ -77,6 +77,9 @@ static void usage(FILE *f)
 "  --strace             count QEMU's syscalls per request with strace -f -c\n"
 "                       (slows QEMU down a lot; its IOPS are not comparable)\n"
 "  --seed N             random seed (default 1)\n"
+"  --qtest-log FILE     QEMU's -qtest-log (default none: no log; before\n"
+"                       2026-12-03 /dev/null, which made QEMU's main loop\n"
+"                       format a log line per kick)\n"
 "  --timeout SECONDS    give up when QEMU or the device is silent this long (default 10)\n"
 "  --json               machine-readable output\n"
 "  --chaos CASE         be a hostile guest on queue 1 while queue 0 does checked\n"
@@ -144,7 +147,7 @@ static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
            O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP,
-           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS };
+           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS, O_QTESTLOG };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -154,6 +157,7 @@ static void parse_args(int argc, char **argv)
         { "queue-size", 1, 0, O_QSIZE }, { "device-opts", 1, 0, O_DEVOPTS },
         { "seed", 1, 0, O_SEED }, { "ramp", 1, 0, O_RAMP }, { "strace", 0, 0, O_STRACE },
         { "poll-max-ns", 1, 0, O_POLLMAX }, { "spin", 0, 0, O_SPIN },
+        { "qtest-log", 1, 0, O_QTESTLOG },
         { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "chaos", 1, 0, O_CHAOS },
         { "help", 0, 0, 'h' },
         { 0, 0, 0, 0 }
@@ -217,6 +221,7 @@ static void parse_args(int argc, char **argv)
                 bad_opt("--kick", optarg, "expected sync, async or eventfd");
             }
             break;
+        case O_QTESTLOG: opt.qtest_log = optarg; break;
         case O_POLLMAX: opt.poll_max_ns = parse_uint("--poll-max-ns", optarg, 0, 1000000000); break;
         case O_TIMEOUT: opt.timeout = parse_double("--timeout", optarg, 0.1, 3600); break;
         case O_QSIZE:

@@ -41,6 +41,7 @@ struct options {
     uint64_t seed;
     const char *chaos;      /* --chaos CASE: a hostile guest (chaos.c) */
     unsigned dev_queues;    /* the device's num-queues, if not opt.queues */
+    const char *qtest_log;  /* -qtest-log: "none", or a file QEMU writes */
 };
 extern struct options opt;
 
