@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
+#include "qmp.h"
 #include "qtest.h"
 #include "vblk-load.h"
 #include "virtio.h"
@@ -37,6 +38,7 @@
  * How long a kicked probe may take (QEMU's IOThread may wait for a CPU on
  * a busy machine), and how long an unkicked one must stay pending.
  */
+#define IOTHREAD_QOM_PATH "/objects/iothread0"
 #define KICKED_S 0.5
 #define NOT_KICKED_S 0.1
 
@@ -163,6 +165,16 @@ void evkick_attach(pid_t pid)
 {
     int nc;
     struct cand *c = eventfds(pid, &nc);
+    /*
+     * A polling IOThread looks at the queue whenever anything wakes it,
+     * e.g. a write to its own AioContext notifier, which would then pass
+     * for the queue's eventfd: no polling while probing.
+     */
+    long long poll_max = 0;
+    if (opt.iothread) {
+        poll_max = qmp_qom_get_int(IOTHREAD_QOM_PATH, "poll-max-ns");
+        qmp_qom_set_int(IOTHREAD_QOM_PATH, "poll-max-ns", 0);
+    }
     for (unsigned i = 0; i < opt.queues; i++) {
         struct vq *q = &vqs[i];
         publish_pending(q);
@@ -207,4 +219,7 @@ void evkick_attach(pid_t pid)
         }
     }
     free(c);
+    if (opt.iothread) {
+        qmp_qom_set_int(IOTHREAD_QOM_PATH, "poll-max-ns", poll_max);
+    }
 }
