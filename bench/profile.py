@@ -77,7 +77,9 @@ def child_qemu(pid, timeout=10.0):
 
 def one_run(args, build, data):
     cell = run.Cell(args.backend, args.rw, depth=args.depth)
-    load = subprocess.Popen(run.loadgen_cmd(build, cell, args.record + 2, 0.5, args.out,
+    # vblk-load runs well past the recording: perf record -t ends with
+    # SIGTERM when a thread it records exits while it records
+    load = subprocess.Popen(run.loadgen_cmd(build, cell, args.record + 6, 0.5, args.out,
                                             args.kick, args.qtest_log),
                             stdout=subprocess.PIPE, text=True)
     qemu = child_qemu(load.pid)

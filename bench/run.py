@@ -716,7 +716,7 @@ def upstream_report(res: dict) -> List[str]:
                   f'{x}/{ref} is. IOPS and p50: medians, ' + ', '.join(builds) + '.', '',
                   '| cell | IOPS | ' + (f'{head} | verdict | ' if head else '')
                   + f'{x}/{u} | verdict | p50 µs |',
-                  '|' + ' --- |' * (6 if head else 4)]
+                  '|' + ' --- |' * (7 if head else 5)]
             for name, c in cells.items():
                 r = c['runs']
                 iops = ', '.join(f'{med(r[b], "iops") / 1e3:.1f}k' for b in builds)
