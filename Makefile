@@ -18,13 +18,15 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help \
-	deps-deb deb test-deb check-update fuzz fuzz-build profile debug-build
+	deps-deb deb test-deb check-update fuzz fuzz-build profile debug-build upstream
 
 all: build
 
 help:
 	@echo 'make run            set up, build both, run the quick benchmark (make bench)'
-	@echo 'make bench          base against fork; BENCHFLAGS=--full for the matrix'
+	@echo 'make bench          base against fork; BENCHFLAGS=--full for the matrix,'
+	@echo '                    --upstream to add Debian'"'"'s QEMU 10.0 (make upstream)'
+	@echo 'make upstream       comparison build of Debian'"'"'s QEMU 10.0 in build/upstream'
 	@echo 'make profile        where the IOThread'"'"'s CPU goes, base against fork (perf)'
 	@echo 'make smoke          the fork starts and moves data in each aio mode'
 	@echo 'make test           set up, build the fork, run its tests'
@@ -59,6 +61,12 @@ tree-build:
 	scripts/build.sh tree tree
 
 build: base fork
+
+# A comparison build of Debian's newest upstream QEMU 10.0 (trixie), with the
+# same configure line, in build/upstream: about 25 minutes on 2 cores, so not
+# part of 'make run'; 'make bench BENCHFLAGS=--upstream' builds and adds it.
+upstream: deps
+	scripts/upstream.sh
 
 setup: build
 
@@ -125,15 +133,18 @@ fuzz: fuzz-build
 # Base against fork, side by side (docs/benchmarks.md): 5-8 minutes,
 # BENCHFLAGS=--full for the whole matrix (1.5-4 hours).  Results in
 # build/bench/ (bench.md, bench.json, plots).
-bench: build vblk-load
+# BENCHFLAGS=--upstream (or --builds ... upstream) adds upstream QEMU 10.0,
+# which 'make upstream' builds first (about 25 minutes the first time).
+bench: build vblk-load $(if $(findstring upstream,$(BENCHFLAGS)),upstream)
 	python3 bench/run.py $(BENCHFLAGS)
 
 run: bench
 
 # Where the IOThread's CPU goes per request, base against fork (perf, one
-# tmpfs cell; PROFILEFLAGS, e.g. --backend tmpfs-io_uring --rounds 5).
+# tmpfs cell; PROFILEFLAGS, e.g. --backend tmpfs-io_uring --rounds 5, or
+# '--builds fork upstream --depth 1 --threads iothread main').
 # Results in build/profile/profile.md.
-profile: build vblk-load
+profile: build vblk-load $(if $(findstring upstream,$(PROFILEFLAGS)),upstream)
 	python3 bench/profile.py $(PROFILEFLAGS)
 
 install: fork

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make bench: the fork's virtio-blk path against the base, side by side.
 
-    python3 bench/run.py [--full] [--reps N] [--builds base fork ...] [--out DIR]
+    python3 bench/run.py [--full] [--reps N] [--builds base fork ...] [--upstream]
+                         [--out DIR]
 
 Drives one virtio-blk-pci device of each build with the guest-less load
 generator (bench/vblk-load, interrupt mode, one IOThread), in rounds: every
@@ -17,6 +18,12 @@ pass under strace counts QEMU's syscalls per request.  Writes DIR/bench.json
 
 The default (quick) mode takes 5-8 minutes (`make bench`); --full covers the
 matrix of docs/benchmarks.md and takes 1.5-4 hours.
+
+--upstream adds build/upstream (`make upstream`: Debian's QEMU 10.0, built
+with the same configure line) to the builds; the report then sets every
+other build's ratio to it beside its ratio to the first build, and gives
+each build's CPU per request of each thread.  That QEMU has none of the
+fork's counters (x-query-virtio-queue-stats): the report says so.
 """
 
 import argparse
@@ -140,6 +147,43 @@ def parse_builds(specs: Sequence[str]) -> List[Build]:
                              'LABEL=BUILD[:PROPS]')
         out.append(b)
     return out
+
+
+def upstream_labels(res: dict) -> List[str]:
+    """The labels of the run's upstream comparison builds (build/upstream,
+    or a path whose last part is "upstream"), which the report compares
+    the other builds with.
+
+    >>> upstream_labels({'builds': ['base', 'fork', 'u'], 'build_specs': {
+    ...     'base': {'build': 'base', 'props': ''}, 'fork': {'build': 'fork', 'props': ''},
+    ...     'u': {'build': 'upstream', 'props': ''}}})
+    ['u']
+    >>> upstream_labels({'builds': ['base', 'upstream']})
+    ['upstream']
+    >>> upstream_labels({'builds': ['base', 'fork']})
+    []
+    """
+    specs = res.get('build_specs') or {}
+    out = []
+    for b in res['builds']:
+        build = specs.get(b, {}).get('build', b)
+        if os.path.basename(os.path.normpath(build)) == 'upstream':
+            out.append(b)
+    return out
+
+
+def add_upstream(specs: List[str]) -> List[str]:
+    """--upstream: the builds with "upstream" appended unless one is there.
+
+    >>> add_upstream(['base', 'fork'])
+    ['base', 'fork', 'upstream']
+    >>> add_upstream(['base', 'fork', '10.0=upstream'])
+    ['base', 'fork', '10.0=upstream']
+    """
+    have = upstream_labels({'builds': [Build.parse(x).label for x in specs],
+                            'build_specs': {Build.parse(x).label: Build.parse(x).spec()
+                                            for x in specs}})
+    return specs if have else specs + ['upstream']
 
 
 class Cell:
@@ -385,13 +429,13 @@ def metrics(r: dict) -> dict:
 
 
 def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str,
-                kick: str) -> List[str]:
+                kick: str, qtest_log: str = 'none') -> List[str]:
     """The vblk-load command line of one run of a cell (--json output)."""
     cmd = [LOADGEN, '--qemu', build.qemu,
            '--json', '--mode', 'irq', '--rw', cell.rw, '--queues', str(cell.queues),
            '--depth', str(cell.depth), '--duration', str(duration),
            '--ramp', str(ramp), '--blockdev', blockdev(cell, out),
-           '--timeout', '30', '--kick', kick]
+           '--timeout', '30', '--kick', kick, '--qtest-log', qtest_log]
     if cell.poll is not None:
         cmd += ['--poll-max-ns', str(cell.poll)]
     if cell.threads:
@@ -402,7 +446,8 @@ def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str
 
 
 def loadgen(build: Build, cell: Cell, args, strace: bool = False) -> dict:
-    cmd = loadgen_cmd(build, cell, args.duration, args.ramp, args.out, args.kick)
+    cmd = loadgen_cmd(build, cell, args.duration, args.ramp, args.out, args.kick,
+                      args.qtest_log)
     if strace:
         cmd.append('--strace')
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -473,7 +518,7 @@ def host_fio(cell: Cell, args) -> Optional[float]:
 
 # ---- the report ----
 
-CPU_METRICS = [('iothread_us_per_req', 'IOThread'), ('main_us_per_req', 'main loop'),
+CPU_METRICS = [('iothread_us_per_req', 'IOThread'), ('main_us_per_req', 'main loop (harness)'),
                ('worker_us_per_req', 'workers'), ('qemu_us_per_req', 'QEMU, all threads'),
                ('loadgen_us_per_req', 'vblk-load')]
 
@@ -540,7 +585,8 @@ def report(res: dict) -> str:
     if cells:
         L += ['', '### The device path', '',
               'bench/vblk-load drives virtio-blk-pci on one IOThread, interrupt mode, 4 KiB, '
-              f'EVENT_IDX on, {res.get("kick", "sync")} kicks; "threads": one driver thread '
+              f'EVENT_IDX on, {res.get("kick", "sync")} kicks, QEMU\'s -qtest-log '
+              f'{res.get("qtest_log", "/dev/null")}; "threads": one driver thread '
               'per queue. Host fio: fio on the '
               'same file (the bound). Others: CPUs used by other processes during the '
               'measured windows (median). Kicks waited: the share of kicks that found the '
@@ -581,7 +627,8 @@ def report(res: dict) -> str:
                          f'| {pair(r, ref, x, "p50_us", ".0f")} | {pair(r, ref, x, "p99_us", ".0f")} '
                          f'| {ratio(med(r[x], "iops"), fio) if fio else "-"} |')
             L += ['', f'CPU per request of each thread (schedstat), µs: {ref}, {x} '
-                  f'(ratio {x}/{ref} [interval]). Workers: the thread pool (aio=threads).', '',
+                  f'(ratio {x}/{ref} [interval]). Workers: the thread pool (aio=threads). '
+                  + HARNESS_NOTE, '',
                   '| cell | ' + ' | '.join(t for _, t in CPU_METRICS) + ' |',
                   '|' + ' --- |' * (1 + len(CPU_METRICS))]
             for name, c in cells.items():
@@ -593,6 +640,7 @@ def report(res: dict) -> str:
                         continue
                     cols.append(f'{pair(r, ref, x, k)} ({fmt_ci(cell_ci(c, ref, x, k))})')
                 L.append(f'| {name} | ' + ' | '.join(cols) + ' |')
+    L += upstream_report(res)
     polls = [(n, c) for n, c in cells.items() if c['poll'] == 0]
     if polls:
         L += ['', 'IOThread polling: CPU per request with the default poll-max-ns minus '
@@ -632,6 +680,79 @@ def report(res: dict) -> str:
     return '\n'.join(L) + '\n'
 
 
+HARNESS_NOTE = ('Main loop: in vblk-load every kick (a qtest write to the notify '
+                'address, which QEMU turns into an ioeventfd write) and every interrupt (the '
+                'guest notifier eventfd, turned into an MSI-X write) passes through QEMU\'s '
+                'main loop, which also parses the qtest commands. That is harness cost: on a '
+                'KVM host the kernel takes both (ioeventfd, irqfd) and the main loop does '
+                'nothing per request. The IOThread\'s CPU carries over to a KVM host.')
+
+
+def candidates(res: dict) -> List[str]:
+    """The builds that the report sets beside the upstream builds: all but
+    the first and the upstream ones (or the first, when nothing else)."""
+    ups = upstream_labels(res)
+    xs = [b for b in res['builds'][1:] if b not in ups]
+    return xs or [b for b in res['builds'][:1] if b not in ups]
+
+
+def upstream_report(res: dict) -> List[str]:
+    """Each candidate build against the first build and against upstream
+    QEMU, side by side, and the CPU per request of each thread of every
+    build, with intervals."""
+    ups, cells, builds = upstream_labels(res), res['cells'], res['builds']
+    if not ups or not cells:
+        return []
+    ref = builds[0]
+    L = []
+    for u in ups:
+        for x in candidates(res):
+            if x == u:
+                continue
+            head = f'{x}/{ref}' if x != ref else None
+            L += ['', f'### {x} against {u} (upstream QEMU) and {ref}', '',
+                  f'Ratios: median of the rounds\' ratios [{100 * CONFIDENCE:.0f}% interval]; '
+                  f'a round pairs the runs of every build, so {x}/{u} is measured as '
+                  f'{x}/{ref} is. IOPS and p50: medians, ' + ', '.join(builds) + '.', '',
+                  '| cell | IOPS | ' + (f'{head} | verdict | ' if head else '')
+                  + f'{x}/{u} | verdict | p50 µs |',
+                  '|' + ' --- |' * (7 if head else 5)]
+            for name, c in cells.items():
+                r = c['runs']
+                iops = ', '.join(f'{med(r[b], "iops") / 1e3:.1f}k' for b in builds)
+                vu = cell_ci(c, u, x, 'iops')
+                cols = [name, iops]
+                if head:
+                    vr = cell_ci(c, ref, x, 'iops')
+                    cols += [f'**{fmt_ci(vr)}**', verdict(*vr[1:])]
+                cols += [f'**{fmt_ci(vu)}**', verdict(*vu[1:]),
+                         ', '.join(f'{med(r[b], "p50_us"):.0f}' for b in builds)]
+                L.append('| ' + ' | '.join(cols) + ' |')
+    L += ['', '### CPU per request of each thread, every build', '',
+          'µs per request (schedstat), each build\'s median over the rounds with its '
+          f'{100 * CONFIDENCE:.0f}% interval, in the order ' + ', '.join(builds) + '; then '
+          'the ratio of each build to ' + ' and '.join(ups) + ' with its interval. '
+          + HARNESS_NOTE, '',
+          '| cell | thread | ' + ' | '.join(builds) + ' | '
+          + ' | '.join(f'{x}/{u}' for u in ups for x in builds if x not in ups) + ' |',
+          '|' + ' --- |' * (2 + len(builds) + sum(1 for _ in ups for x in builds
+                                                   if x not in ups))]
+    threads = [('iothread_us_per_req', 'IOThread'),
+               ('main_us_per_req', 'main loop (harness)'),
+               ('worker_us_per_req', 'workers'), ('qemu_us_per_req', 'QEMU, all threads')]
+    for name, c in cells.items():
+        r = c['runs']
+        for k, t in threads:
+            if not any(v.get(k) for b in builds for v in r[b]):
+                continue
+            vals = [fmt_ci(bootstrap_ci([v[k] for v in r[b] if v.get(k) is not None]))
+                    for b in builds]
+            rat = [fmt_ci(cell_ci(c, u, x, k)) for u in ups for x in builds if x not in ups]
+            L.append(f'| {name if k == "iothread_us_per_req" else ""} | {t} | '
+                     + ' | '.join(vals + rat) + ' |')
+    return L
+
+
 def qemu_stats_report(res: dict) -> List[str]:
     """QEMU's own virtqueue counters, for the builds that have them."""
     rows = []
@@ -661,9 +782,16 @@ def qemu_stats_report(res: dict) -> List[str]:
                             f'| {ci([x["suppressed_per_req"] for x in qs])} '
                             f'| {ci([x["merged_per_req"] for x in qs])} '
                             f'| {hist([x["batches"] for x in qs])} | |')
+    have = {b for c in res['cells'].values() for b in res['builds']
+            if any(r.get('qemu_batches') is not None for r in c['runs'][b])}
+    none = [b for b in res['builds'] if b not in have]
+    absent = ([f'No virtqueue counters from {", ".join(none)}: their QEMU has no '
+               '`x-query-virtio-queue-stats` (the fork\'s own command); their '
+               'notifications per request are the MSI-X messages vblk-load saw.']
+              if none and res['cells'] else [])
     if not rows:
-        return []
-    return ['', "QEMU's virtqueue counters (`x-query-virtio-queue-stats`, measured window), "
+        return [''] + absent if absent else []
+    return (['', absent[0]] if absent else []) + ['', "QEMU's virtqueue counters (`x-query-virtio-queue-stats`, measured window), "
             'for the builds that have them: per request, notifications sent (beside the '
             'MSI-X messages the driver saw), notification checks suppressed by EVENT_IDX, '
             'and completions whose notification the deferral merged into a later one '
@@ -693,6 +821,19 @@ def summary(res: dict) -> str:
             out.append(f'**Summary, {x}/{builds[0]} IOPS:** geometric mean of the {len(meds)} device '
                        f'cells\' median ratios {geomean(meds):.3f}; {counts["below"]} below, '
                        f'{counts["within noise"]} within noise, {counts["above"]} above.')
+    for u in upstream_labels(res):
+        for x in candidates(res):
+            meds, counts = [], {'below': 0, 'within noise': 0, 'above': 0}
+            for c in res['cells'].values():
+                m, lo, hi = cell_ci(c, u, x, 'iops')
+                if math.isnan(m):
+                    continue
+                meds.append(m)
+                counts[verdict(lo, hi)] += 1
+            if meds and x != u:
+                out.append(f'**Summary, {x}/{u} IOPS:** geometric mean {geomean(meds):.3f}; '
+                           f'{counts["below"]} below, {counts["within noise"]} within noise, '
+                           f'{counts["above"]} above.')
     return '\n'.join(out) if out else 'Summary: no device cells.'
 
 
@@ -996,10 +1137,17 @@ def main() -> None:
                          'qemu-system-x86_64; PROPS are extra -device virtio-blk-pci '
                          'properties, comma-separated, e.g. '
                          'base fork first=fork:x-notify=first')
-    ap.add_argument('--kick', choices=('async', 'sync'), default='async',
+    ap.add_argument('--upstream', action='store_true',
+                    help='add build/upstream (make upstream: Debian\'s QEMU 10.0) to --builds; '
+                         'the report then gives every build against it too')
+    ap.add_argument('--kick', choices=('async', 'sync', 'eventfd'), default='async',
                     help='vblk-load --kick: async (default) does not wait for QEMU\'s main '
                          'loop to take a kick, as a KVM guest does not; sync waits '
-                         '(what make bench did before)')
+                         '(what make bench did before); eventfd writes the queue\'s '
+                         'ioeventfd itself, as KVM does: no main loop on the kick path')
+    ap.add_argument('--qtest-log', default='none', metavar='FILE',
+                    help='vblk-load --qtest-log (default none; /dev/null, as before '
+                         '2026-12-03, adds a formatted log line per kick to the main loop)')
     ap.add_argument('--no-strace', action='store_true', help='skip the syscall pass')
     ap.add_argument('--guest', action='store_true',
                     help='add the guest fio A/B (TCG guest; --full implies it)')
@@ -1040,7 +1188,7 @@ def main() -> None:
     if not 0 < args.ci_width:
         ap.error('--ci-width must be > 0')
     try:
-        builds = parse_builds(args.builds)
+        builds = parse_builds(add_upstream(args.builds) if args.upstream else args.builds)
     except ValueError as e:
         ap.error(f'--builds: {e}')
     if len(builds) < 2:
@@ -1048,7 +1196,9 @@ def main() -> None:
     for b in builds:
         if not os.access(b.qemu, os.X_OK):
             die(f'--builds {b.label}: no {b.qemu}'
-                + ('' if '/' in b.build else ': run "make build" first'))
+                + ('' if '/' in b.build else
+                   ': run "make upstream" first (about 25 minutes)' if b.build == 'upstream'
+                   else ': run "make build" first'))
         why = b.check_props()
         if why:
             die(f'--builds {b.label}: {why}')
@@ -1071,6 +1221,7 @@ def main() -> None:
     res = {'machine': machine(), 'mode': 'full' if args.full else 'quick',
            'command': shlex.join(['python3', 'bench/run.py'] + sys.argv[1:]),
            'reps': args.reps, 'duration': args.duration, 'ramp': args.ramp, 'kick': args.kick,
+           'qtest_log': args.qtest_log,
            'builds': labels, 'build_specs': {b.label: b.spec() for b in builds},
            'stats': {'reps': args.reps, 'max_reps': args.max_reps, 'ci_width': args.ci_width,
                      'cell_time': args.cell_time, 'confidence': CONFIDENCE,

@@ -1,7 +1,8 @@
 #!/bin/bash
 # build.sh NAME SRCDIR: configure (once) and build QEMU from SRCDIR in
 # build/NAME.  base and fork share the one configure line below, so that the
-# only difference between the two builds is the patch series.  CONFIGURE_EXTRA
+# only difference between the two builds is the patch series; the comparison
+# build of upstream QEMU (scripts/upstream.sh) uses it too.  CONFIGURE_EXTRA
 # adds options (not for base and fork).
 set -euo pipefail
 
@@ -24,6 +25,15 @@ CONFIGURE_ARGS=(
 # CONFIGURE_EXTRA=--enable-debug-defer-call scripts/build.sh dbg build/src/fork
 # shellcheck disable=SC2206
 CONFIGURE_ARGS+=(${CONFIGURE_EXTRA:-})
+# The same line for a newer QEMU (make upstream, scripts/upstream.sh):
+# --with-git-submodules went away after 7.2; its successor that also keeps
+# the build from fetching anything is --disable-download.
+if ! grep -q -e '--with-git-submodules' "$src/configure"; then
+    for i in "${!CONFIGURE_ARGS[@]}"; do
+        [ "${CONFIGURE_ARGS[$i]}" != --with-git-submodules=ignore ] ||
+            CONFIGURE_ARGS[$i]=--disable-download
+    done
+fi
 if command -v ccache >/dev/null; then
     CONFIGURE_ARGS+=(--cc="ccache cc" --cxx="ccache c++")
 fi

@@ -35,6 +35,15 @@ run "no IOThread, randrw"        0 --qemu "$QEMU" --duration 0.5 --iothread off 
 run "verify on a file"           0 --qemu "$QEMU" --duration 0.5 --rw randrw --verify --blockdev "driver=file,filename=$img"
 run "verify fails on null-co"    1 --qemu "$QEMU" --duration 0.5 --rw randrw --verify
 run "json"                       0 --qemu "$QEMU" --duration 0.2 --json
+# --kick eventfd: every kick written to the queue's ioeventfd, none over qtest
+out=$(timeout 60 $V --qemu "$QEMU" --duration 0.5 --mode irq --queues 2 --threads --depth 4 \
+      --rw randrw --verify --blockdev "driver=file,filename=$img" --kick eventfd --json 2>&1)
+if echo "$out" | grep -q '"kick": "eventfd"' && echo "$out" | grep -q '"cmds": 0,' &&
+   ! echo "$out" | grep -q '"kicks": 0,'; then
+    ok "--kick eventfd, 2 queues, --threads, verify: kicks without qtest"
+else
+    bad "--kick eventfd: expected kicks and no qtest commands in the window"; echo "$out" | tail -5
+fi
 # QEMU's own virtqueue counters (x-query-virtio-queue-stats): absent, or
 # agreeing with what the driver saw (vblk-load fails otherwise)
 out=$(timeout 60 $V --qemu "$QEMU" --duration 0.5 --mode irq --queues 2 --threads --json 2>&1)

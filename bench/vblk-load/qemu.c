@@ -318,7 +318,7 @@ void qemu_start(struct qemu_conn *c)
     argv[a++] = opt.qemu;
     argv[a++] = "-accel"; argv[a++] = "qtest";
     argv[a++] = "-qtest"; argv[a++] = qtest_arg;
-    argv[a++] = "-qtest-log"; argv[a++] = "/dev/null";
+    argv[a++] = "-qtest-log"; argv[a++] = opt.qtest_log;
     argv[a++] = "-qmp"; argv[a++] = qmp_arg;
     argv[a++] = "-display"; argv[a++] = "none";
     argv[a++] = "-nodefaults";

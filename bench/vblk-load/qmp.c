@@ -533,3 +533,32 @@ bool qmp_queue_stats(const char *path, struct qstats *out)
     free(r);
     return st == QSTATS_OK;
 }
+
+long long qmp_qom_get_int(const char *path, const char *prop)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "{\"execute\": \"qom-get\", \"arguments\": "
+             "{\"path\": \"%s\", \"property\": \"%s\"}}\n", path, prop);
+    qmp_send(cmd);
+    char *r = qmp_reply("qom-get");
+    const char *v = strstr(r, "\"return\":");
+    if (!v) {
+        die("qom-get %s %s failed: %.300s", path, prop, r);
+    }
+    long long x = strtoll(v + 9, NULL, 10);
+    free(r);
+    return x;
+}
+
+void qmp_qom_set_int(const char *path, const char *prop, long long v)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "{\"execute\": \"qom-set\", \"arguments\": "
+             "{\"path\": \"%s\", \"property\": \"%s\", \"value\": %lld}}\n", path, prop, v);
+    qmp_send(cmd);
+    char *r = qmp_reply("qom-set");
+    if (!strstr(r, "\"return\"")) {
+        die("qom-set %s %s %lld failed: %.300s", path, prop, v, r);
+    }
+    free(r);
+}

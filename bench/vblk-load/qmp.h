@@ -40,4 +40,8 @@ void qmp_attach(int fd);
  * than an absent command).  Returns false if QEMU lacks the command. */
 bool qmp_queue_stats(const char *path, struct qstats *out);
 
+/* qom-get / qom-set of an integer property (dies on an error). */
+long long qmp_qom_get_int(const char *path, const char *prop);
+void qmp_qom_set_int(const char *path, const char *prop, long long v);
+
 #endif

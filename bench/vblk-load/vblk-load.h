@@ -31,7 +31,7 @@ struct options {
     enum rwmode rw;
     unsigned rwmix_read;
     double duration, ramp;
-    bool strace, spin, threads, kick_async;
+    bool strace, spin, threads, kick_async, kick_eventfd;
     long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
     const char *blockdev;
@@ -41,6 +41,7 @@ struct options {
     uint64_t seed;
     const char *chaos;      /* --chaos CASE: a hostile guest (chaos.c) */
     unsigned dev_queues;    /* the device's num-queues, if not opt.queues */
+    const char *qtest_log;  /* -qtest-log: "none", or a file QEMU writes */
 };
 extern struct options opt;
 

@@ -6,9 +6,11 @@
  */
 #include "virtio.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "image.h"
 #include "pci.h"
@@ -137,7 +139,13 @@ void kick_if_needed(struct vq *q, uint16_t old, bool count)
     } else {
         kick = !(q->used_hdr[0] & VRING_USED_F_NO_NOTIFY);
     }
-    if (kick) {
+    if (kick && q->has_kick_fd) {
+        uint64_t one = 1;
+        if (write(q->kick_fd, &one, sizeof(one)) != sizeof(one)) {
+            die("kick: write to queue %u's ioeventfd: %s", q->idx, strerror(errno));
+        }
+        q->n.kicks += count;
+    } else if (kick) {
         qtest_kick(q->notify_addr, q->idx, opt.kick_async);
         q->n.kicks += count;
     }

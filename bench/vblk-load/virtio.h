@@ -37,6 +37,8 @@ struct vq {
     volatile uint16_t *avail_event;
     uint16_t avail_idx, last_used;
     uint64_t notify_addr;
+    int kick_fd;                  /* --kick eventfd: the queue's ioeventfd */
+    bool has_kick_fd;
     volatile uint32_t *msi_word;
     struct slot *slots;
     uint64_t seq_next, rng;
