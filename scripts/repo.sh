@@ -63,7 +63,8 @@ for f in "$from"/*.deb "$from"/*.dsc "$from"/*.debian.tar.* "$from"/*.orig.tar.*
     fi
     [ -e "$dst" ] || ln "$f" "$dst" 2>/dev/null || cp "$f" "$dst"
 done
-chmod 644 "$repo"/*.deb "$repo"/*.dsc
+find "$repo" -maxdepth 1 -type f \( -name '*.deb' -o -name '*.dsc' -o -name '*.tar.*' \) \
+    -exec chmod 644 {} +
 for f in qemu-iobatch.pref 80qemu-iobatch qemu-iobatch-check setup-apt; do
     install -m "$([ -x "$top/packaging/$f" ] && echo 755 || echo 644)" "$top/packaging/$f" "$repo/$f"
 done

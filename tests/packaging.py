@@ -398,7 +398,8 @@ class RepoTests:
 
     def remove(self):
         run([f'{self.repo}/setup-apt', '--remove'], env=dict(os.environ, SETUP_ROOT=self.host.d))
-        left = [os.path.join(dp, f) for dp, _, fs in os.walk(self.host.d) for f in fs
+        left = [os.path.join(dp, f) for sub in ('etc', 'usr', 'var')
+                for dp, _, fs in os.walk(os.path.join(self.host.d, sub)) for f in fs
                 if 'iobatch' in f]
         if left:
             raise Fail(f'setup-apt --remove left {left}')
@@ -433,7 +434,7 @@ class RepoTests:
 
     def held_backports(self):
         bpo = '1:10.0.2+ds-2+deb13u1~bpo12+1'
-        prefs = f'Package: *\nPin: version {bpo}\nPin-Priority: 100\n'
+        prefs = f'Package: {" ".join(PACKAGES)}\nPin: version {bpo}\nPin-Priority: 100\n'
         r = self.check_case(self.v2, [self.debian_binnmu, bpo], prefs)
         if r.returncode != 0 or 'ok:' not in r.stdout or self.host.held_back():
             raise Fail(f'with {bpo} at priority 100: exit {r.returncode}: {r.stdout.strip()!r}')
@@ -510,9 +511,9 @@ def main():
         report('held-back-ok', t.held_ok)
         report('held-back-newer', t.held_newer)
         report('held-back-backports', t.held_backports)
+        report('held-back-hook', t.held_hook)
         report('held-back-rebuilt', t.held_rebuilt)
         report('held-back-not-fork', t.held_not_fork)
-        report('held-back-hook', t.held_hook)
         report('repo-setup-remove', t.remove)
     print(f'packaging: {failed} failed', flush=True)
     return 1 if failed else 0
