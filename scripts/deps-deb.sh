@@ -23,8 +23,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "deps-deb: installing the build dependencies of $(basename "$dsc")"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null || die "apt-get update failed; check the network and /etc/apt/sources.list"
-apt-get build-dep -y -q --no-install-recommends --arch-only -P pkg.qemu.x86only "$dsc" \
+apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null || die "apt-get update failed; check the network and /etc/apt/sources.list"
+apt-get -o DPkg::Lock::Timeout=600 build-dep -y -q --no-install-recommends --arch-only -P pkg.qemu.x86only "$dsc" \
     >"$top/build/deps-deb.log" 2>&1 || {
     tail -n 20 "$top/build/deps-deb.log" >&2
     die "apt-get build-dep failed; see build/deps-deb.log"; }
