@@ -97,6 +97,13 @@ def links_checker():
 
 
 def make_help():
+    # A dry run first: if 'make' alone would build, it must not run here.
+    dry_bare = run(['make', '-n', '--no-print-directory'], cwd=TOP)
+    dry_help = run(['make', '-n', '--no-print-directory', 'help'], cwd=TOP)
+    if dry_bare.returncode != 0 or dry_bare.stdout != dry_help.stdout:
+        report('make-help', False, "'make' alone would not run the help: make -n prints "
+               f'{dry_bare.stdout[:150]!r}')
+        return
     bare = run(['make', '-s', '--no-print-directory'], cwd=TOP)
     helped = run(['make', '-s', '--no-print-directory', 'help'], cwd=TOP)
     with open(f'{TOP}/Makefile', encoding='utf-8') as f:
