@@ -21,7 +21,8 @@ SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
   the repository although the archive has a higher Debian version (which it
   installs without the pin); a second build at N+1 added to the repository
   is what 'apt upgrade' moves to; a different build of a version already in
-  the repository is refused; setup-apt --remove leaves nothing.
+  the repository is refused; setup-apt refuses a repository that others
+  than its owner can write; setup-apt --remove leaves nothing.
 - held-back-*: packaging/qemu-iobatch-check, as setup-apt installs it,
   against stand-in archives: quiet when Debian has nothing newer than the
   fork's base; a warning (exit 1, state file, login message) when it has;
@@ -396,6 +397,19 @@ class RepoTests:
                        f'{r.stderr.strip()!r}')
         return r.stderr.strip()[:120] + '...'
 
+    def refuses_writable(self):
+        """Trusted: yes only for a repository that no one but its owner can change."""
+        os.chmod(self.repo, 0o775)
+        try:
+            r = run([f'{self.repo}/setup-apt'], env=dict(os.environ, SETUP_ROOT=self.host.d),
+                    check=False)
+        finally:
+            os.chmod(self.repo, 0o755)
+        if r.returncode == 0 or 'writable by group or others' not in r.stderr:
+            raise Fail(f'setup-apt on a group-writable repository: exit {r.returncode}, '
+                       f'{(r.stdout + r.stderr).strip()!r}')
+        return r.stderr.strip()[:120] + '...'
+
     def remove(self):
         run([f'{self.repo}/setup-apt', '--remove'], env=dict(os.environ, SETUP_ROOT=self.host.d))
         left = [os.path.join(dp, f) for sub in ('etc', 'usr', 'var')
@@ -508,6 +522,7 @@ def main():
         report('repo-install', t.install)
         report('repo-upgrade', t.upgrade)
         report('repo-rebuilt-differently', t.rebuilt_differently)
+        report('repo-refuses-writable', t.refuses_writable)
         report('held-back-ok', t.held_ok)
         report('held-back-newer', t.held_newer)
         report('held-back-backports', t.held_backports)
