@@ -107,12 +107,12 @@ class Results:
 
 
 def debs_in(d):
-    """{package: .deb} of the five packages in d, one each, or exit."""
+    """{package: .deb} of the five packages in d, one each."""
     debs = {}
     for p in PACKAGES:
         found = sorted(glob.glob(f'{d}/{p}_*.deb'))
         if len(found) != 1:
-            raise SystemExit(f'test-deb: {d} has {len(found)} {p} packages; run make deb')
+            raise Fail(f'{d} has {len(found)} {p} packages; run make deb')
         debs[p] = found[0]
     return debs
 
@@ -125,7 +125,10 @@ def apt_versions(pkg):
 
 class DebTest:
     def __init__(self):
-        self.debs = debs_in(DEB)
+        try:
+            self.debs = debs_in(DEB)
+        except Fail as e:
+            raise SystemExit(f'test-deb: {e}') from e
         self.version = sh('dpkg-deb', '-f', self.debs['qemu-system-x86'], 'Version').stdout.strip()
         self.series = sh(f'{TOP}/scripts/version.sh', 'series').stdout.strip()
         self.base = self.version.rsplit('+iobatch', 1)[0]
