@@ -1,6 +1,11 @@
 # qemu-iobatch: Debian bookworm's QEMU 7.2 plus our I/O batching series.
 # See README.md.  Everything is built under build/; nothing is installed
-# outside it except the Debian packages of 'make deps'.
+# outside it except the Debian packages of 'make deps' (and what the targets
+# marked so in 'make help' install).
+#
+# 'make' alone prints the help.  Each target's line in it is the '##'
+# comment after the target; tests/run.py (suite docs) checks that every
+# target has one.
 
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
@@ -16,161 +21,160 @@ export CCACHE_NOHASHDIR := true
 build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 	{ tail -n 40 build/$(1).all.log; exit 1; }
 
+.DEFAULT_GOAL := help
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
-	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help \
-	deps-deb deb test-deb check-update fuzz fuzz-build profile debug-build upstream
+	test check test-base tree-build test-tree smoke vblk-load bench run install clean \
+	distclean help deps-deb deb repo test-deb check-update fuzz fuzz-build profile \
+	debug-build check-links upstream
 
-all: build
+##@ Help
+help: ## this list (also 'make' alone)
+	@echo 'qemu-iobatch: Debian 12'"'"'s QEMU 7.2 with an I/O batching series (README.md).'
+	@echo 'Targets marked [root] install missing Debian packages with apt-get as root (as'
+	@echo 'another user they print the apt-get line and stop); [host] ones change this'
+	@echo 'host beyond packages.'
+	@awk 'BEGIN { FS = ":.*## " } \
+	    /^##@ / { printf "\n%s:\n", substr($$0, 5); next } \
+	    /^[a-z][a-z-]*:.*## / { printf "  make %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-help:
-	@echo 'make run            set up, build both, run the quick benchmark (make bench)'
-	@echo 'make bench          base against fork; BENCHFLAGS=--full for the matrix,'
-	@echo '                    --upstream to add Debian'"'"'s QEMU 10.0 (make upstream)'
-	@echo 'make upstream       comparison build of Debian'"'"'s QEMU 10.0 in build/upstream'
-	@echo 'make profile        where the IOThread'"'"'s CPU goes, base against fork (perf)'
-	@echo 'make smoke          the fork starts and moves data in each aio mode'
-	@echo 'make test           set up, build the fork, run its tests'
-	@echo 'make build          both builds: build/base (unpatched), build/fork'
-	@echo 'make tree           a git tree of the fork in tree/ to edit'
-	@echo 'make export         write tree/ back to patches/'
-	@echo 'make check-patches  series applies, checkpatch.pl, Signed-off-by'
-	@echo 'make check-bisect   every prefix of the series builds, passes unit tests'
-	@echo 'make install PREFIX=DIR   install the fork'
-	@echo 'make deb            Debian packages of the fork in build/deb (docs/install.md)'
-	@echo 'make deps-deb       install the build dependencies of make deb'
-	@echo 'make test-deb       install build/deb, test it, put Debian'"'"'s packages back'
-	@echo 'make check-update   newer Debian qemu than base.pin? does the series apply?'
-	@echo 'make fuzz           fuzz the virtio-blk device, FUZZ_SECONDS per target (docs/fuzzing.md)'
+##@ Use the fork (docs/install.md)
+# The fork as Debian packages: Debian's packaging of the pinned source with
+# the series as quilt patches, x86 only.  About 33 minutes on 2 cores, cold;
+# not part of 'make test'.
+deb: deps-deb ## [root] Debian packages of the fork in build/deb (~33 min on 2 cores)
+	scripts/deb.sh
 
-deps:
+# REPO=DIR puts the repository elsewhere (default build/repo).
+repo: deb ## [root][host] add build/deb to the apt repository build/repo; this host's apt uses it
+	scripts/repo.sh
+
+install: fork ## [root] the in-tree fork's binaries into PREFIX (default /usr/local)
+	scripts/install.sh build/fork $(PREFIX)
+
+##@ Build
+all: build ## the same as make build
+build: base fork ## [root] both builds: build/base (unpatched), build/fork
+setup: build ## [root] the same as make build
+
+deps: ## [root] install the Debian packages that building and testing need
 	scripts/deps.sh
 
-fetch: deps
+fetch: deps ## [root] download and verify the pinned Debian source (base.pin) into build/src/base
 	scripts/fetch-base.sh
 
-base: fetch
+base: fetch ## [root] the unpatched base in build/base
 	scripts/build.sh base build/src/base
 
-fork: fetch
+fork: fetch ## [root] the fork (base + patches/series) in build/fork
 	scripts/fork-src.sh
 	scripts/build.sh fork build/src/fork
 
-# The developer tree of 'make tree', built as it is into build/tree; test it
-# with 'make test-tree'.
-tree-build:
-	scripts/build.sh tree tree
+# The fork with the debug check of deferred calls (a blocking aio_poll()
+# with calls queued aborts), in build/dbg, for the suite "debug" of
+# 'make test': the unit tests and the virtio-blk and virtio-scsi qtests.
+debug-build: fetch ## [root] the fork with the deferred-call debug check in build/dbg (suite debug)
+	scripts/fork-src.sh
+	scripts/debug-build.sh
 
-build: base fork
+# The fork built with clang, libFuzzer, ASan and UBSan in build/fuzz/qemu
+# (docs/fuzzing.md).
+fuzz-build: fetch ## [root] the fork for fuzzing (clang, libFuzzer, ASan, UBSan) in build/fuzz/qemu
+	scripts/fork-src.sh
+	scripts/fuzz-build.sh
 
-# A comparison build of Debian's newest upstream QEMU 10.0 (trixie), with the
-# same configure line, in build/upstream: about 25 minutes on 2 cores, so not
-# part of 'make run'; 'make bench BENCHFLAGS=--upstream' builds and adds it.
-upstream: deps
-	scripts/upstream.sh
+# The guest-less virtio-blk load generator (docs/vblk-load.md).
+vblk-load: ## the virtio-blk load generator without a guest, bench/vblk-load
+	$(MAKE) -C bench/vblk-load
 
-setup: build
+deps-deb: ## [root] install the build dependencies of make deb (~230 packages)
+	scripts/deps-deb.sh
 
-tree: fetch
-	scripts/tree.sh
+clean: ## remove build/base and build/fork
+	rm -rf build/base build/fork
 
-export:
-	scripts/export.sh
+distclean: ## remove build/ and .cache/ (everything built and downloaded)
+	rm -rf build .cache
 
-check-patches: fetch
-	scripts/check-patches.sh
-
-# Every prefix of the series builds and passes the unit tests (slow: one
-# incremental build per patch, in build/bisect).
-check-bisect: fetch
-	scripts/check-bisect.sh
-
+##@ Test
 # The fork's tests (tests/run.py); the whole tree is built first, since the
 # suites need the unit tests, qtests and iotests binaries.  The fuzzing build
 # and the unpatched base, which only the last suites need (the fuzzing smoke
 # run; the hostile driver and the soak on the base, for comparison), are
 # built beside the first suites, at low priority.
-test: fork check-patches
+test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
 	$(call build-all,fork)
 	python3 tests/run.py --build fork --beside fuzz-build --beside base \
 	    --beside debug-build \
 	    --base base --json build/test-results.json \
 	    --summary build/test-summary.txt $(TESTFLAGS)
 
+check: test ## [root] the same as make test
+
 # The same suites on the unpatched base, for comparison.
-test-base: base
+test-base: base ## [root] the same suites on the unpatched base
 	$(call build-all,base)
 	python3 tests/run.py --build base --json build/test-results-base.json $(TESTFLAGS)
 
-test-tree: tree-build
+smoke: fork ## [root] quick check: the fork starts and moves data in each aio mode
+	python3 tests/smoke.py build/fork
+
+# Installs the fork's packages from build/repo on this machine, tests them,
+# upgrades to a rebuild, goes back to Debian's, then puts back what was
+# there before (TESTDEBFLAGS=--keep leaves the fork installed).
+test-deb: deb ## [root][host] REPLACES THIS HOST'S QEMU: test the packages (build VM only)
+	python3 tests/deb.py $(TESTDEBFLAGS)
+
+check-links: ## every relative link and #anchor in README.md and docs/ resolves
+	python3 scripts/check-links.py
+
+fuzz: fuzz-build ## [root] fuzz the virtio-blk device, FUZZ_SECONDS per target (docs/fuzzing.md)
+	scripts/fuzz.sh
+
+##@ Measure (docs/benchmarks.md)
+# Base against fork, side by side: 5-8 minutes, BENCHFLAGS=--full for the
+# whole matrix (1.5-4 hours).  Results in build/bench/ (bench.md,
+# bench.json, plots).
+bench: build vblk-load ## [root] base against fork; BENCHFLAGS=--full for the matrix, --upstream adds 10.0
+	python3 bench/run.py $(BENCHFLAGS)
+
+run: bench ## [root] set up, build both, run the quick benchmark (make bench)
+
+# Where the IOThread's CPU goes per request, base against fork (perf, one
+# tmpfs cell; PROFILEFLAGS, e.g. --backend tmpfs-io_uring --rounds 5).
+# Results in build/profile/profile.md.
+profile: build vblk-load ## [root] where the IOThread's CPU goes, base against fork (perf)
+	python3 bench/profile.py $(PROFILEFLAGS)
+
+# A comparison build of Debian's newest upstream QEMU 10.0 (trixie), with the
+# same configure line, in build/upstream: about 25 minutes on 2 cores, so not
+# part of 'make run'; 'make bench BENCHFLAGS=--upstream' builds and adds it.
+upstream: deps ## [root] comparison build of Debian's QEMU 10.0 in build/upstream (~25 min)
+	scripts/upstream.sh
+
+##@ Work on the series (docs/patch-workflow.md)
+tree: fetch ## [root] a git tree of the fork in tree/ to edit
+	scripts/tree.sh
+
+export: ## write tree/ back to patches/
+	scripts/export.sh
+
+check-patches: fetch ## [root] the series applies, checkpatch.pl, Signed-off-by
+	scripts/check-patches.sh
+
+# Every prefix of the series builds and passes the unit tests (slow: one
+# incremental build per patch, in build/bisect).
+check-bisect: fetch ## [root] every prefix of the series builds and passes the unit tests
+	scripts/check-bisect.sh
+
+# The developer tree of 'make tree', built as it is into build/tree.
+tree-build: ## build tree/ as it is into build/tree
+	scripts/build.sh tree tree
+
+test-tree: tree-build ## [root] the test suites on build/tree
 	$(call build-all,tree)
 	python3 tests/run.py --build tree $(TESTFLAGS)
 
-# The guest-less virtio-blk load generator (docs/vblk-load.md).
-vblk-load:
-	$(MAKE) -C bench/vblk-load
-
-smoke: fork
-	python3 tests/smoke.py build/fork
-
-# Coverage-guided fuzzing of the virtio-blk device (docs/fuzzing.md): the
-# fork built with clang, libFuzzer, ASan and UBSan in build/fuzz/qemu, then
-# each virtio-blk target for FUZZ_SECONDS (default 60); corpora and findings
-# in build/fuzz/.
-fuzz-build: fetch
-	scripts/fork-src.sh
-	scripts/fuzz-build.sh
-
-# The fork with the debug check of deferred calls (a blocking aio_poll()
-# with calls queued aborts), in build/dbg, for the suite "debug" of
-# 'make test': the unit tests and the virtio-blk and virtio-scsi qtests.
-debug-build: fetch
-	scripts/fork-src.sh
-	scripts/debug-build.sh
-
-fuzz: fuzz-build
-	scripts/fuzz.sh
-
-# Base against fork, side by side (docs/benchmarks.md): 5-8 minutes,
-# BENCHFLAGS=--full for the whole matrix (1.5-4 hours).  Results in
-# build/bench/ (bench.md, bench.json, plots).
-# BENCHFLAGS=--upstream (or --builds ... upstream) adds upstream QEMU 10.0,
-# which 'make upstream' builds first (about 25 minutes the first time).
-bench: build vblk-load $(if $(findstring upstream,$(BENCHFLAGS)),upstream)
-	python3 bench/run.py $(BENCHFLAGS)
-
-run: bench
-
-# Where the IOThread's CPU goes per request, base against fork (perf, one
-# tmpfs cell; PROFILEFLAGS, e.g. --backend tmpfs-io_uring --rounds 5, or
-# '--builds fork upstream --depth 1 --threads iothread main').
-# Results in build/profile/profile.md.
-profile: build vblk-load $(if $(findstring upstream,$(PROFILEFLAGS)),upstream)
-	python3 bench/profile.py $(PROFILEFLAGS)
-
-install: fork
-	scripts/install.sh build/fork $(PREFIX)
-
-# The fork as Debian packages (docs/install.md): Debian's packaging of the
-# pinned source with the series as quilt patches, x86 only.  About 33 minutes
-# on 2 cores, cold; not part of 'make test'.
-deps-deb:
-	scripts/deps-deb.sh
-
-deb: deps-deb
-	scripts/deb.sh
-
-# Installs build/deb on this machine, tests it, then puts back the packages
-# that were there before (TESTDEBFLAGS=--keep leaves the fork installed).
-test-deb: deb
-	python3 tests/deb.py $(TESTDEBFLAGS)
-
 # Is there a newer bookworm/bookworm-security qemu, and does the series apply
 # to it?  CHECKUPDATEFLAGS=--pin moves base.pin to it (docs/patch-workflow.md).
-check-update:
+check-update: ## a newer Debian qemu than base.pin? does the series apply to it?
 	scripts/check-update.sh $(CHECKUPDATEFLAGS)
-
-clean:
-	rm -rf build/base build/fork
-
-distclean:
-	rm -rf build .cache

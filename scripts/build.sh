@@ -1,9 +1,9 @@
 #!/bin/bash
 # build.sh NAME SRCDIR: configure (once) and build QEMU from SRCDIR in
 # build/NAME.  base and fork share the one configure line below, so that the
-# only difference between the two builds is the patch series; the comparison
-# build of upstream QEMU (scripts/upstream.sh) uses it too.  CONFIGURE_EXTRA
-# adds options (not for base and fork).
+# only difference between the two builds is the patch series (and the
+# package version that --version prints).  CONFIGURE_EXTRA adds options (not
+# for base and fork).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,18 +25,22 @@ CONFIGURE_ARGS=(
 # CONFIGURE_EXTRA=--enable-debug-defer-call scripts/build.sh dbg build/src/fork
 # shellcheck disable=SC2206
 CONFIGURE_ARGS+=(${CONFIGURE_EXTRA:-})
-# The same line for a newer QEMU (make upstream, scripts/upstream.sh):
-# --with-git-submodules went away after 7.2; its successor that also keeps
-# the build from fetching anything is --disable-download.
-if ! grep -q -e '--with-git-submodules' "$src/configure"; then
-    for i in "${!CONFIGURE_ARGS[@]}"; do
-        [ "${CONFIGURE_ARGS[$i]}" != --with-git-submodules=ignore ] ||
-            CONFIGURE_ARGS[$i]=--disable-download
-    done
-fi
 if command -v ccache >/dev/null; then
     CONFIGURE_ARGS+=(--cc="ccache cc" --cxx="ccache c++")
 fi
+# The package version, "QEMU emulator version 7.2.22 (PKGVERSION)": it names
+# the build.  Not part of the reconfigure test below: when only it changes,
+# 'meson configure' sets it, and ninja then regenerates qemu-version.h, which
+# only the dozen files that print the version include (in 7.2 the package
+# version reaches nothing else in a build without modules).
+base_version=$(. "$top/base.pin"; echo "$VERSION")
+case $name in
+    base) pkgversion="Debian $base_version, unpatched" ;;
+    fork) pkgversion="$("$top/scripts/version.sh" series) on Debian $base_version" ;;
+    tree) pkgversion="qemu-iobatch development tree on Debian $base_version" ;;
+    *) pkgversion="" ;;
+esac
+pkgversion=${PKGVERSION-$pkgversion}
 PRODUCTS=(qemu-system-x86_64 qemu-img qemu-io qemu-nbd
           storage-daemon/qemu-storage-daemon)
 
@@ -58,11 +62,17 @@ if [ ! -f "$out/build.ninja" ] || [ "$(cat "$out/.configure-args" 2>/dev/null)" 
     rm -rf "$out"
     mkdir -p "$out"
     echo "build: configuring $name from $src"
-    (cd "$out" && "$src/configure" "${CONFIGURE_ARGS[@]}") >"$out.configure.log" 2>&1 ||
+    (cd "$out" && "$src/configure" "${CONFIGURE_ARGS[@]}" --with-pkgversion="$pkgversion") \
+        >"$out.configure.log" 2>&1 ||
         { tail -n 30 "$out.configure.log" >&2
           echo "build: error: configure of $name failed; full log in $out.configure.log" >&2
           exit 1; }
     echo "$want" >"$out/.configure-args"
+elif [ "$(meson introspect --buildoptions "$out" |
+          python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "pkgversion"))')" \
+      != "$pkgversion" ]; then
+    echo "build: package version of $name: $pkgversion"
+    meson configure "$out" -Dpkgversion="$pkgversion" >/dev/null
 fi
 
 echo "build: building $name with $jobs jobs"

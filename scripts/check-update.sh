@@ -121,5 +121,5 @@ EOF
     mkdir -p "$top/.cache/download"
     cp "$work/dl/$dsc" "$work/dl/$orig" "$work/dl/$deb" "$top/.cache/download/"
     echo "check-update: $(basename "$base") now pins $newest; next: make fork test, then commit it"
-    echo "check-update: (and set IOBATCH_REV=1 in scripts/deb-src.sh before 'make deb')"
+    echo "check-update: then make deb repo: the package version follows base.pin (docs/install.md#versions)"
 fi

@@ -1,23 +1,30 @@
 #!/bin/bash
-# deb-src.sh: the fork as a Debian source package in build/deb: the pinned
-# .dsc unpacked, packaging/x86only.patch applied to debian/, patches/series
-# added as quilt patches (debian/patches/iobatch/), a changelog entry for
-# VERSION+iobatchN dated from git, then 'dpkg-source -b'.  Prints the path of
-# the unpacked source tree.  Does nothing when its inputs did not change.
+# deb-src.sh: the fork as a Debian source package: the pinned .dsc unpacked
+# in build/deb-work, packaging/x86only.patch applied to debian/, patches/series
+# added as quilt patches (debian/patches/iobatch/), debian/rules' package
+# version naming the series, a changelog entry for VERSION+iobatchN
+# (scripts/version.sh deb) dated from git, then 'dpkg-source -b'; the source
+# package goes to DEB_OUT (default build/deb).  Prints the path of the
+# unpacked source tree.  Does nothing when its inputs did not change.
+# With --check, only tells by its exit status whether DEB_OUT has the
+# packages of the current source already (built by scripts/deb.sh).
+#
+# Every build unpacks into the same directory, build/deb-work, so that a
+# second build (another N, another DEB_OUT) compiles the same paths and
+# ccache serves it; DEB_OUT keeps the packages of each.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/base.pin"
 . "$top/scripts/groups.sh"
-# Bump when the series changes on the same base; back to 1 when base.pin moves.
-IOBATCH_REV=1
-out=$top/build/deb
+out=${DEB_OUT:-$top/build/deb}
+work=$top/build/deb-work
 dl=$top/.cache/download
-debver=$VERSION+iobatch$IOBATCH_REV
-upver=${VERSION#*:}; upver=${upver%-*}           # 7.2+dfsg
-src=$out/$PACKAGE-$upver
-
 die() { echo "deb-src: error: $*" >&2; exit 1; }
+debver=$("$top/scripts/version.sh" deb) || die "no package version (above)"
+seriesid=$("$top/scripts/version.sh" series) || die "no series (above)"
+upver=${VERSION#*:}; upver=${upver%-*}           # 7.2+dfsg
+src=$work/$PACKAGE-$upver
 
 command -v dpkg-source >/dev/null || die "dpkg-source not found; run 'make deps'"
 check_series || die "fix patches/series"
@@ -29,18 +36,22 @@ mapfile -t series < <(for g in "${PATCH_GROUPS[@]}"; do series_in "$g"; done)
 # SOURCE_DATE_EPOCH for the build).
 inputs=(base.pin patches packaging/x86only.patch scripts/deb-src.sh)
 date=$(cd "$top" && LC_ALL=C git log -1 --date=format:'%a, %d %b %Y %H:%M:%S %z' \
-       --format=%cd -- "${inputs[@]}") || true
-[ -n "$date" ] || die "no git history for ${inputs[*]}; run this in a git clone of qemu-iobatch"
-if [ -n "$(cd "$top" && git status --porcelain -- "${inputs[@]}")" ]; then
-    echo "deb-src: warning: uncommitted changes in ${inputs[*]}: the package" \
-         "version $debver does not identify them; commit first" >&2
+       --format=%cd -- "${inputs[@]}" 2>/dev/null) || true
+if [ -z "$date" ]; then
+    # Without git history only with IOBATCH_REV (scripts/version.sh).
+    date=$(LC_ALL=C date -R -r "$top/patches/series")
 fi
-
 stamp=$(cd "$top" && { echo "$debver $date"; cat base.pin packaging/x86only.patch \
         scripts/deb-src.sh patches/series; for p in "${series[@]}"; do cat "patches/$p"; done; } |
         sha256sum)
-dsc=$out/${PACKAGE}_${debver#*:}.dsc
-if [ -f "$dsc" ] && [ -d "$src/debian" ] && [ "$(cat "$out/src.stamp" 2>/dev/null)" = "$stamp" ]; then
+dscname=${PACKAGE}_${debver#*:}.dsc
+dsc=$out/$dscname
+if [ "${1:-}" = --check ]; then
+    [ -f "$dsc" ] && [ -f "$out/build-time.txt" ] && [ "$(cat "$out/src.stamp" 2>/dev/null)" = "$stamp" ]
+    exit
+fi
+if [ -f "$dsc" ] && [ -d "$src/debian" ] && [ "$(cat "$out/src.stamp" 2>/dev/null)" = "$stamp" ] &&
+   [ "$(cat "$work/src.stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "$src"; exit 0
 fi
 
@@ -52,11 +63,11 @@ $DEBIAN_SHA256  $DEBIAN
 EOF
 
 echo "deb-src: preparing $PACKAGE $debver in $src" >&2
-rm -rf "$out"
-mkdir -p "$out"
-ln "$dl/$ORIG" "$out/$ORIG" 2>/dev/null || cp "$dl/$ORIG" "$out/$ORIG"
-dpkg-source --no-check -x "$dl/$DSC" "$src" >"$out/unpack.log" 2>&1 ||
-    die "dpkg-source -x failed; see $out/unpack.log"
+rm -rf "$work"
+mkdir -p "$work"
+ln "$dl/$ORIG" "$work/$ORIG" 2>/dev/null || cp "$dl/$ORIG" "$work/$ORIG"
+dpkg-source --no-check -x "$dl/$DSC" "$src" >"$work/unpack.log" 2>&1 ||
+    die "dpkg-source -x failed; see $work/unpack.log"
 
 patch -s -p1 -F0 --no-backup-if-mismatch -d "$src" <"$top/packaging/x86only.patch" ||
     die "packaging/x86only.patch does not apply to debian/ of $VERSION; update it (docs/install.md)"
@@ -67,6 +78,15 @@ for p in "${series[@]}"; do
     install -D -m 644 "$top/patches/$p" "$src/debian/patches/iobatch/$p"
     echo "iobatch/$p" >>"$src/debian/patches/series"
 done
+
+# The package version that --version prints names the series too, as the
+# in-tree build's does.  The directory where Debian keeps the modules of
+# the running version across upgrades (SAVEMODDIR, /run/qemu/...) derives
+# from the same variable, so it stays consistent with what QEMU looks for.
+sed -i "s|^PKGVERSION = Debian \${DEB_VERSION}\$|PKGVERSION = Debian \${DEB_VERSION}, $seriesid|" \
+    "$src/debian/rules"
+grep -qxF "PKGVERSION = Debian \${DEB_VERSION}, $seriesid" "$src/debian/rules" ||
+    die "debian/rules of $VERSION has no line 'PKGVERSION = Debian \${DEB_VERSION}' to name the series in; update scripts/deb-src.sh"
 
 subject() {  # the Subject: of a git format-patch file, unfolded, without [PATCH]
     awk '/^Subject: /{ s = $0; sub(/^Subject: (\[PATCH[^]]*\] )?/, "", s)
@@ -84,18 +104,30 @@ subject() {  # the Subject: of a git format-patch file, unfolded, without [PATCH
     echo " -- qemu-iobatch <qemu-iobatch@localhost>  $date"
     echo
     cat "$src/debian/changelog"
-} >"$out/changelog"
-mv "$out/changelog" "$src/debian/changelog"
+} >"$work/changelog"
+mv "$work/changelog" "$src/debian/changelog"
 [ "$(cd "$src" && dpkg-parsechangelog -S Version)" = "$debver" ] ||
     die "debian/changelog does not parse as version $debver"
 
-(cd "$src" && dpkg-source --before-build .) >"$out/patches.log" 2>&1 || {
-    tail -n 20 "$out/patches.log" >&2
-    die "the series does not apply as quilt patches on $VERSION; see $out/patches.log"; }
-(cd "$out" && dpkg-source -b "$(basename "$src")") >"$out/source.log" 2>&1 || {
-    tail -n 20 "$out/source.log" >&2
-    die "dpkg-source -b failed; see $out/source.log"; }
-[ -f "$dsc" ] || die "dpkg-source -b made no $dsc"
-echo "$stamp" >"$out/src.stamp"
-echo "deb-src: source package $(basename "$dsc")" >&2
+(cd "$src" && dpkg-source --before-build .) >"$work/patches.log" 2>&1 || {
+    tail -n 20 "$work/patches.log" >&2
+    die "the series does not apply as quilt patches on $VERSION; see $work/patches.log"; }
+(cd "$work" && dpkg-source -b "$(basename "$src")") >"$work/source.log" 2>&1 || {
+    tail -n 20 "$work/source.log" >&2
+    die "dpkg-source -b failed; see $work/source.log"; }
+[ -f "$work/$dscname" ] || die "dpkg-source -b made no $work/$dscname"
+echo "$stamp" >"$work/src.stamp"
+
+# The source package beside the binaries, as the GPL wants.  A new source
+# empties DEB_OUT, so that packages and build-time.txt there are of it.
+if [ "$(cat "$out/src.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -f "$dsc" ]; then
+    rm -rf "$out"
+    mkdir -p "$out"
+    debtar=$(sed -n 's/^ [0-9a-f]\{64\} [0-9]* \(.*\.debian\.tar\.[a-z0-9]*\)$/\1/p' "$work/$dscname" | head -n 1)
+    [ -n "$debtar" ] || die "$work/$dscname lists no .debian.tar"
+    cp "$work/$dscname" "$work/$debtar" "$out/"
+    ln "$work/$ORIG" "$out/$ORIG" 2>/dev/null || cp "$work/$ORIG" "$out/$ORIG"
+    echo "$stamp" >"$out/src.stamp"
+fi
+echo "deb-src: source package $dscname in $out" >&2
 echo "$src"

@@ -40,7 +40,7 @@ if [ ! -f "$out/build.ninja" ] || [ "$(cat "$out/.configure-args" 2>/dev/null)" 
           die "configure failed; full log in $out.configure.log"; }
     echo "$want" >"$out/.configure-args"
 fi
-grep -q '^#define CONFIG_DEBUG_DEFER_CALL 1' "$out/config-host.h" ||
+grep -qE '^#define CONFIG_DEBUG_DEFER_CALL( 1)?$' "$out/config-host.h" ||
     die "$out/config-host.h lacks CONFIG_DEBUG_DEFER_CALL: the check would not be built"
 
 # The unit tests, by the paths meson knows them by

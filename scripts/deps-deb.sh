@@ -2,14 +2,18 @@
 # deps-deb.sh: install what 'make deb' needs: dpkg-dev and the build
 # dependencies of the fork's source package, as apt-get build-dep computes
 # them from its .dsc for an arch-only build with the pkg.qemu.x86only profile.
+# Nothing when DEB_OUT (default build/deb) has the packages of this source.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "deps-deb: error: $*" >&2; exit 1; }
 
 "$top/scripts/deps.sh"
+if "$top/scripts/deb-src.sh" --check; then
+    exit 0
+fi
 src=$("$top/scripts/deb-src.sh")
-dsc=$(ls "$(dirname "$src")"/*.dsc)
+dsc=$(ls "${DEB_OUT:-$top/build/deb}"/*.dsc)
 if (cd "$src" && dpkg-checkbuilddeps -B -P pkg.qemu.x86only) 2>/dev/null; then
     exit 0
 fi
@@ -19,8 +23,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "deps-deb: installing the build dependencies of $(basename "$dsc")"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null || die "apt-get update failed; check the network and /etc/apt/sources.list"
-apt-get build-dep -y -q --no-install-recommends --arch-only -P pkg.qemu.x86only "$dsc" \
+apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null || die "apt-get update failed; check the network and /etc/apt/sources.list"
+apt-get -o DPkg::Lock::Timeout=600 build-dep -y -q --no-install-recommends --arch-only -P pkg.qemu.x86only "$dsc" \
     >"$top/build/deps-deb.log" 2>&1 || {
     tail -n 20 "$top/build/deps-deb.log" >&2
     die "apt-get build-dep failed; see build/deps-deb.log"; }

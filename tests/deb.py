@@ -1,20 +1,38 @@
 #!/usr/bin/env python3
-"""make test-deb: install the fork's packages from build/deb and test them.
+"""make test-deb: the fork's packages through the apt repository, on this host.
 
-    python3 tests/deb.py [--keep] [--guest-case NAME...]
+    python3 tests/deb.py [--keep] [--guest-case NAME...] [--no-guest]
 
-Installs qemu-system-x86, qemu-system-common, qemu-system-gui,
-qemu-block-extra and qemu-utils from build/deb with apt-get, and the apt
-preferences file beside them, then checks: the installed binary names the
-fork's version; dpkg -S says our package owns it; modules (the TCG
-accelerator, a display device, a block driver) load; apt would not replace
-the fork with a higher Debian version, while it would without the
-preferences file; the guest end-to-end tests (tests/guest) and the libvirt
-test (tests/libvirt.py) pass against /usr/bin/qemu-system-x86_64.
+REPLACES THIS HOST'S QEMU while it runs: for a build VM, not a production
+host.  It puts back what was there at the end, also when a check fails or
+it is stopped with SIGINT, SIGTERM or SIGHUP (not SIGKILL).
 
-At the end it puts back what was there before: Debian's versions of the
-five packages where they were installed, nothing where they were not, and
-/etc/apt/preferences.d as it was.  --keep leaves the fork installed.
+1. The packages of build/deb (make deb) carry the version that
+   scripts/version.sh derives from git (base + "+iobatchN").
+2. scripts/repo.sh adds them to a repository of its own
+   (build/test-deb/repo) and runs its setup-apt: this host's apt gets the
+   sources file, the pin, the apt hook and qemu-iobatch-check.
+3. 'apt-get update' runs the hook, which warns exactly when Debian's
+   archive has a newer qemu than the fork's base; 'apt-get install
+   qemu-system-x86 ...' (the names only) installs the fork from the
+   repository.
+4. The installed packages: --version names the package version and the
+   series; dpkg -S says our packages own the files; modules (the TCG
+   accelerator, a display device, a block driver) load; apt would not
+   replace the fork with a higher Debian version, while it would without
+   the pin; the guest end-to-end tests (tests/guest) and the libvirt test
+   (tests/libvirt.py) pass against /usr/bin/qemu-system-x86_64.
+5. A rebuild with a changed series: the same source built at N+1
+   (IOBATCH_REV, into build/deb-next; reused while its source is the same,
+   and built through ccache), added to the repository: 'apt-get -s upgrade'
+   moves all five packages to it, and they are upgraded.
+6. Going back to Debian's packages as docs/install.md says: setup-apt
+   --remove, apt-get update, Debian's version of each package installed
+   with --allow-downgrades; --version then names Debian's.
+7. What was there before is put back: Debian's versions of the five
+   packages where they were installed, nothing where they were not, and
+   the apt configuration files as they were.  --keep leaves the fork
+   installed from the repository instead (see docs/install.md to go back).
 
 Prints "ok NAME" / "FAIL NAME: why" per check, and "N passed, N failed".
 """
@@ -24,6 +42,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +53,13 @@ DEB = os.path.join(TOP, 'build', 'deb')
 PACKAGES = ['qemu-system-x86', 'qemu-system-common', 'qemu-system-gui',
             'qemu-block-extra', 'qemu-utils']
 PREF = '/etc/apt/preferences.d/qemu-iobatch.pref'
+# Every file setup-apt writes; test-deb puts each back as it was.
+APT_FILES = ['/etc/apt/sources.list.d/qemu-iobatch.sources', PREF,
+             '/etc/apt/apt.conf.d/80qemu-iobatch', '/usr/local/sbin/qemu-iobatch-check',
+             '/etc/update-motd.d/90-qemu-iobatch', '/var/lib/qemu-iobatch/held-back']
+REPO = os.path.join(TOP, 'build', 'test-deb', 'repo')
+DEB_NEXT = os.path.join(TOP, 'build', 'deb-next')
+APT_GET = ['apt-get', '-q', '-o', 'DPkg::Lock::Timeout=600']
 QEMU = '/usr/bin/qemu-system-x86_64'
 MODDIR = '/usr/lib/x86_64-linux-gnu/qemu'
 ENV = dict(os.environ, DEBIAN_FRONTEND='noninteractive', LC_ALL='C')
@@ -80,58 +106,238 @@ class Results:
             return False
 
 
+def debs_in(d):
+    """{package: .deb} of the five packages in d, one each."""
+    debs = {}
+    for p in PACKAGES:
+        found = sorted(glob.glob(f'{d}/{p}_*.deb'))
+        if len(found) != 1:
+            raise Fail(f'{d} has {len(found)} {p} packages; run make deb')
+        debs[p] = found[0]
+    return debs
+
+
+def apt_versions(pkg):
+    """Every version of pkg that apt knows, with its pin priority."""
+    out = sh('apt-cache', 'policy', pkg).stdout
+    return re.findall(r'^ (?:\*\*\*|   ) (\S+) (-?\d+)$', out, re.M)
+
+
 class DebTest:
     def __init__(self):
-        self.debs = {}
-        for p in PACKAGES:
-            found = sorted(glob.glob(f'{DEB}/{p}_*.deb'))
-            if len(found) != 1:
-                raise SystemExit(f'test-deb: build/deb has {len(found)} {p} packages; run make deb')
-            self.debs[p] = found[0]
+        try:
+            self.debs = debs_in(DEB)
+        except Fail as e:
+            raise SystemExit(f'test-deb: {e}') from e
         self.version = sh('dpkg-deb', '-f', self.debs['qemu-system-x86'], 'Version').stdout.strip()
+        self.series = sh(f'{TOP}/scripts/version.sh', 'series').stdout.strip()
+        self.base = self.version.rsplit('+iobatch', 1)[0]
         self.before = {p: status(p) for p in PACKAGES}
-        self.pref_backup = None
+        self.saved = {}
+        for f in APT_FILES:
+            if os.path.exists(f):
+                with open(f, 'rb') as fh:
+                    self.saved[f] = (fh.read(), os.stat(f).st_mode & 0o7777)
+        self.next_version = None
 
-    # -- install and restore ------------------------------------------------
+    # -- the version, the repository, install ----------------------------------
+    def derived_version(self):
+        """build/deb's version is what version.sh derives from git now."""
+        env = {k: v for k, v in ENV.items() if k != 'IOBATCH_REV'}
+        want = subprocess.run([f'{TOP}/scripts/version.sh', 'deb'], capture_output=True,
+                              text=True, env=env, check=False)
+        if want.returncode != 0:
+            raise Fail(f'scripts/version.sh deb: {want.stderr.strip()}')
+        n = sh('git', '-C', TOP, 'rev-list', '--count', 'HEAD', '--', 'patches',
+               'packaging/x86only.patch').stdout.strip()
+        if self.version != want.stdout.strip() or not self.version.endswith(f'+iobatch{n}'):
+            raise Fail(f'build/deb is {self.version}; version.sh says {want.stdout.strip()}, '
+                       f'git counts {n} commits: run make deb')
+        return f'{self.version}: N={n}, the commits that changed patches/ or packaging/x86only.patch'
+
+    def repo(self):
+        shutil.rmtree(os.path.dirname(REPO), ignore_errors=True)
+        out = sh(f'{TOP}/scripts/repo.sh', '--from', DEB, '--repo', REPO, timeout=900).stdout
+        for f in APT_FILES[:-1]:
+            if f.endswith('90-qemu-iobatch') and not os.path.isdir('/etc/update-motd.d'):
+                continue
+            if not os.path.exists(f):
+                raise Fail(f'make repo wrote no {f}: {out.strip()[-300:]}')
+        with open(APT_FILES[0], encoding='utf-8') as f:
+            src = f.read()
+        if f'URIs: file:{REPO}' not in src or 'Trusted: yes' not in src:
+            raise Fail(f'{APT_FILES[0]}: {src!r}')
+        return out.strip().splitlines()[0] + '; setup-apt wrote ' + ', '.join(
+            os.path.basename(f) for f in APT_FILES[:-1])
+
+    def debian_newest(self):
+        """The newest version of Debian's qemu-system-x86 that apt would
+        install without the pin (priority 500 or more), without +bN."""
+        vs = [v for v, prio in apt_versions('qemu-system-x86')
+              if '+iobatch' not in v and int(prio) >= 500]
+        best = None
+        for v in vs:
+            if best is None or sh('dpkg', '--compare-versions', v, 'gt', best,
+                                  check=False).returncode == 0:
+                best = v
+        return best and re.sub(r'\+b\d+$', '', best)
+
+    def update_hook(self):
+        """apt-get update runs qemu-iobatch-check: it warns if and only if
+        Debian's archive is ahead of the fork's base."""
+        out = sh(*APT_GET, 'update', timeout=900).stdout
+        newest = self.debian_newest()
+        if not newest:
+            raise Fail("apt knows no Debian qemu-system-x86: is Debian's archive in the sources?")
+        ahead = sh('dpkg', '--compare-versions', newest, 'gt', self.base,
+                   check=False).returncode == 0
+        warned = [l for l in out.splitlines() if 'qemu-iobatch-check' in l]
+        # Before the fork is installed the check has nothing to compare.
+        if warned:
+            raise Fail(f'apt-get update, fork not installed yet: {warned}')
+        self.ahead = ahead
+        return f"apt-get update ran; Debian's newest qemu-system-x86 source version {newest}" \
+               f"{' is AHEAD of' if ahead else ' is not newer than'} the fork's base {self.base}"
+
     def install(self):
-        sh('apt-get', 'install', '-y', '-q', '--no-install-recommends',
-           *self.debs.values(), timeout=900)
-        if os.path.exists(PREF):
-            with open(PREF, encoding='utf-8') as f:
-                self.pref_backup = f.read()
-        shutil.copy(os.path.join(DEB, 'qemu-iobatch.pref'), PREF)
+        # What docs/install.md tells: 'apt install qemu-system-x86' brings
+        # the other four along (Depends and Recommends), all the fork's.
+        sim = sh(*APT_GET, '-s', 'install', 'qemu-system-x86').stdout
+        inst = {m.group(1): m.group(2) for m in
+                re.finditer(r'^Inst (\S+) (?:\[\S+\] )?\((\S+) ', sim, re.M)
+                if m.group(1) in PACKAGES}
+        if inst != {p: self.version for p in PACKAGES if self.before[p] != self.version}:
+            raise Fail(f'apt-get -s install qemu-system-x86 would install {inst}, '
+                       f'want {self.version} of all five')
+        sh(*APT_GET, 'install', '-y', '--no-install-recommends', *PACKAGES, timeout=900)
+        for p in PACKAGES:
+            if status(p) != self.version:
+                raise Fail(f'apt-get install {p} installed {status(p)}, want {self.version} '
+                           'from the repository')
         was = ', '.join(f'{p} {v or "absent"}' for p, v in self.before.items())
-        return f'{len(self.debs)} packages {self.version}; before: {was}'
+        return (f'apt-get -s install qemu-system-x86: the five at {self.version}; installed '
+                f'them from the repository; before: {was}')
+
+    def check_after_install(self):
+        """qemu-iobatch-check, run by hand and by apt-get update, agrees with
+        the archive now that the fork is installed."""
+        r = sh('/usr/local/sbin/qemu-iobatch-check', check=False)
+        upd = sh(*APT_GET, 'update', timeout=900).stdout
+        hook = [l for l in upd.splitlines() if 'qemu-iobatch-check' in l]
+        if self.ahead:
+            if r.returncode != 1 or 'WARNING' not in r.stdout or not hook or \
+                    not os.path.exists('/var/lib/qemu-iobatch/held-back'):
+                raise Fail(f'Debian is ahead, but: exit {r.returncode} {r.stdout.strip()!r}, '
+                           f'hook {hook}')
+        elif r.returncode != 0 or 'ok:' not in r.stdout or hook:
+            raise Fail(f'nothing newer in Debian, but: exit {r.returncode} {r.stdout.strip()!r}, '
+                       f'hook printed {hook}')
+        return r.stdout.strip()
 
     def restore(self):
-        if self.pref_backup is not None:
-            with open(PREF, 'w', encoding='utf-8') as f:
-                f.write(self.pref_backup)
-        elif os.path.exists(PREF):
-            os.remove(PREF)
+        # An install that a signal interrupted leaves dpkg half done.
+        subprocess.run(['dpkg', '--configure', '-a'], capture_output=True, check=False,
+                       env=ENV)
+        r = subprocess.run([f'{REPO}/setup-apt', '--remove'], capture_output=True, text=True,
+                           check=False) if os.path.exists(f'{REPO}/setup-apt') else None
+        for f in APT_FILES:
+            if os.path.exists(f):
+                os.remove(f)
+        for f, (data, mode) in self.saved.items():
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with open(f, 'wb') as fh:
+                fh.write(data)
+            os.chmod(f, mode)
+        sh(*APT_GET, 'update', timeout=900)
         back = [f'{p}={v}' for p, v in self.before.items() if v]
         gone = [p for p, v in self.before.items() if not v]
         gone = [p for p in gone if status(p)]
         if gone:
-            sh('apt-get', 'purge', '-y', '-q', *gone, timeout=900)
+            sh(*APT_GET, 'purge', '-y', *gone, timeout=900)
         if back:
-            sh('apt-get', 'install', '-y', '-q', '--allow-downgrades',
+            sh(*APT_GET, 'install', '-y', '--allow-downgrades',
                '--no-install-recommends', *back, timeout=900)
         now = {p: status(p) for p in PACKAGES}
         if now != self.before:
             raise Fail(f'after restoring: {now}, before: {self.before}')
+        if r is not None and r.returncode != 0:
+            raise Fail(f'setup-apt --remove: {r.stderr.strip()}')
         return 'the packages are as before: ' + ', '.join(
-            f'{p} {v or "absent"}' for p, v in now.items())
+            f'{p} {v or "absent"}' for p, v in now.items()) + \
+            f'; apt files as before ({len(self.saved)} existed)'
 
     # -- checks ---------------------------------------------------------------
-    def version_check(self):
+    def version_check(self, version=None):
+        version = version or self.version
         first = sh(QEMU, '--version').stdout.splitlines()[0]
-        if f'(Debian {self.version})' not in first:
-            raise Fail(f'{QEMU} --version: {first!r}, want (Debian {self.version})')
+        want = f'(Debian {version}, {self.series})'
+        if not first.endswith(want):
+            raise Fail(f'{QEMU} --version: {first!r}, want it to end in {want}')
         for p in PACKAGES:
-            if status(p) != self.version:
-                raise Fail(f'{p} is {status(p)}, want {self.version}')
+            if status(p) != version:
+                raise Fail(f'{p} is {status(p)}, want {version}')
         return first
+
+    # -- a changed series: apt upgrade ------------------------------------------
+    def upgrade(self):
+        """Build the same source at N+1 (a changed series as apt sees it),
+        add it to the repository, and let apt upgrade to it."""
+        n = int(self.version.rsplit('+iobatch', 1)[1])
+        env = dict(ENV, IOBATCH_REV=str(n + 1), DEB_OUT=DEB_NEXT)
+        t0 = time.time()
+        print(f'# building the packages at +iobatch{n + 1} into {DEB_NEXT} '
+              f'(log: {DEB_NEXT}/build.log)', flush=True)
+        r = subprocess.run(['nice', '-n', '10', f'{TOP}/scripts/deb.sh'], capture_output=True,
+                           text=True, env=env, timeout=4 * 3600, check=False)
+        if r.returncode != 0:
+            raise Fail(f'deb.sh at N={n + 1}: {(r.stdout + r.stderr).strip()[-400:]}')
+        built = ' '.join(l for l in r.stdout.splitlines() if 'built in' in l or 'up to date' in l)
+        debs = debs_in(DEB_NEXT)
+        self.next_version = sh('dpkg-deb', '-f', debs['qemu-system-x86'], 'Version').stdout.strip()
+        if self.next_version != f'{self.base}+iobatch{n + 1}':
+            raise Fail(f'{DEB_NEXT} is {self.next_version}, want {self.base}+iobatch{n + 1}')
+        sh(f'{TOP}/scripts/repo.sh', '--from', DEB_NEXT, '--repo', REPO, timeout=900)
+        sh(*APT_GET, 'update', timeout=900)
+        sim = sh(*APT_GET, '-s', 'upgrade').stdout
+        inst = {m.group(1): m.group(2) for m in
+                re.finditer(r'^Inst (\S+) \[\S+\] \((\S+) ', sim, re.M) if m.group(1) in PACKAGES}
+        if inst != {p: self.next_version for p in PACKAGES}:
+            raise Fail(f'apt-get -s upgrade would install {inst}, want {self.next_version} of all five')
+        # Only ours: a real 'apt-get upgrade' would upgrade the whole host.
+        sh(*APT_GET, 'install', '-y', '--only-upgrade', *PACKAGES, timeout=900)
+        first = self.version_check(self.next_version)
+        return (f'{built} ({(time.time() - t0) / 60:.1f} min); apt-get -s upgrade: all five '
+                f'{self.version} -> {self.next_version}; upgraded: {first}')
+
+    # -- going back to Debian's ---------------------------------------------------
+    def rollback(self):
+        """docs/install.md, 'Going back to Debian's packages'."""
+        sh(f'{REPO}/setup-apt', '--remove')
+        sh(*APT_GET, 'update', timeout=900)
+        # The candidate is still the installed fork (apt does not downgrade
+        # by itself): Debian's version is the newest of the version table
+        # that is not ours, as docs/install.md has the admin read it.
+        want = {}
+        for p in PACKAGES:
+            best = None
+            for v, prio in apt_versions(p):
+                if '+iobatch' in v or int(prio) < 500:
+                    continue
+                if best is None or sh('dpkg', '--compare-versions', v, 'gt', best,
+                                      check=False).returncode == 0:
+                    best = v
+            if not best:
+                raise Fail(f'without the repository apt knows no Debian version of {p}')
+            want[p] = best
+        sh(*APT_GET, 'install', '-y', '--allow-downgrades', '--no-install-recommends',
+           *[f'{p}={v}' for p, v in want.items()], timeout=900)
+        now = {p: status(p) for p in PACKAGES}
+        if now != want:
+            raise Fail(f'after going back: {now}, want {want}')
+        first = sh(QEMU, '--version').stdout.splitlines()[0]
+        if 'iobatch' in first or f'(Debian {want["qemu-system-x86"]})' not in first:
+            raise Fail(f'{QEMU} --version after going back: {first!r}')
+        return f'Debian\'s {want["qemu-system-x86"]} installed: {first}'
 
     def owner(self):
         out = []
@@ -265,34 +471,65 @@ class DebTest:
             res.fail(name, 'no test reported')
 
 
+class Stopped(Exception):
+    pass
+
+
+def stop(signum, _frame):
+    raise Stopped(f'stopped by signal {signum}')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
-    ap.add_argument('--keep', action='store_true', help='leave the fork installed')
+    ap.add_argument('--keep', action='store_true',
+                    help='leave the fork installed (no going back, no restore)')
     ap.add_argument('--guest-case', nargs='+', default=[], metavar='NAME',
                     help='run only these guest cases (default: all)')
+    ap.add_argument('--no-guest', action='store_true',
+                    help='skip the guest and libvirt suites (reported as skipped)')
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit('test-deb: installs packages: run as root')
     t = DebTest()
     res = Results()
     t0 = time.time()
-    print(f'# test-deb: {t.version}', flush=True)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    print(f'# test-deb: {t.version}; REPLACES THIS HOST\'S QEMU until it ends', flush=True)
     try:
-        if res.check('deb-install', t.install):
+        res.check('deb-version-derived', t.derived_version)
+        if res.check('deb-repo', t.repo) and res.check('deb-apt-update', t.update_hook) and \
+                res.check('deb-install', t.install):
             res.check('deb-version', t.version_check)
+            res.check('deb-held-back-check', t.check_after_install)
             res.check('deb-dpkg-owner', t.owner)
             res.check('deb-modules', t.modules)
             res.check('deb-apt-keeps-fork', t.apt_keeps)
-            guest = [sys.executable, f'{TOP}/tests/guest/run.py', '--build', 'fork',
-                     '--bindir', '/usr/bin']
-            if a.guest_case:
-                guest += ['--case'] + a.guest_case
-            t.run_suite(res, 'guest', guest, 3600)
-            t.run_suite(res, 'libvirt', [sys.executable, f'{TOP}/tests/libvirt.py',
-                                         '--emulator', QEMU], 1800)
+            if a.no_guest:
+                for name in ('guest', 'libvirt'):
+                    res.skipped += 1
+                    print(f'SKIP {name}: --no-guest', flush=True)
+            else:
+                guest = [sys.executable, f'{TOP}/tests/guest/run.py', '--build', 'fork',
+                         '--bindir', '/usr/bin']
+                if a.guest_case:
+                    guest += ['--case'] + a.guest_case
+                t.run_suite(res, 'guest', guest, 3600)
+                t.run_suite(res, 'libvirt', [sys.executable, f'{TOP}/tests/libvirt.py',
+                                             '--emulator', QEMU], 1800)
+            if res.check('deb-upgrade', t.upgrade):
+                res.check('deb-upgraded-modules', t.modules)
+            if not a.keep:
+                res.check('deb-back-to-debian', t.rollback)
+    except (Stopped, KeyboardInterrupt) as e:
+        res.fail('test-deb', f'{e or "interrupted"}; restoring')
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         if a.keep:
-            print('# --keep: the fork stays installed; see docs/install.md to go back')
+            print('# --keep: the fork stays installed from build/test-deb/repo; '
+                  'see docs/install.md to go back', flush=True)
         else:
             res.check('deb-restore', t.restore)
     print(f'# test-deb took {(time.time() - t0) / 60:.1f} min')

@@ -1,0 +1,55 @@
+#!/bin/bash
+# version.sh series|rev|deb: the versions that identify a build of the fork.
+#   series  "qemu-iobatch, 35 patches, 3f9c2a1b4d5e": the number of patches
+#           in patches/series and the first 12 hex digits of the sha256 of
+#           patches/series followed by those patches, in order.  Needs no git.
+#   rev     N of the Debian package revision +iobatchN: the number of commits
+#           of this repository that changed patches/ or packaging/x86only.patch
+#           (what goes into Debian's source besides base.pin), so that it grows
+#           whenever the series changes.  IOBATCH_REV=N overrides it.
+#   deb     the Debian package version: base.pin's VERSION + "+iobatch" + rev.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/scripts/groups.sh"
+die() { echo "version: error: $*" >&2; exit 1; }
+REV_PATHS=(patches packaging/x86only.patch)
+
+series() {
+    check_series || die "fix patches/series"
+    local files=() g
+    for g in "${PATCH_GROUPS[@]}"; do
+        mapfile -t -O "${#files[@]}" files < <(series_in "$g")
+    done
+    [ ${#files[@]} -gt 0 ] || die "patches/series lists no patch"
+    local sum
+    sum=$(cd "$top/patches" && cat series "${files[@]}" | sha256sum | cut -c1-12)
+    echo "qemu-iobatch, ${#files[@]} patches, $sum"
+}
+
+rev() {
+    if [ -n "${IOBATCH_REV:-}" ]; then
+        [[ $IOBATCH_REV =~ ^[1-9][0-9]*$ ]] ||
+            die "IOBATCH_REV=$IOBATCH_REV: want a positive integer"
+        echo "$IOBATCH_REV"
+        return
+    fi
+    local how="build from a full git clone of qemu-iobatch, or set IOBATCH_REV=N by hand (higher than the N of every package built before)"
+    [ "$(git -C "$top" rev-parse --show-toplevel 2>/dev/null)" = "$top" ] ||
+        die "$top is not a git clone (a tarball?): the package revision N counts the commits that changed ${REV_PATHS[*]}; $how"
+    [ "$(git -C "$top" rev-parse --is-shallow-repository)" = false ] ||
+        die "$top is a shallow git clone: it cannot count the commits that changed ${REV_PATHS[*]}; run 'git fetch --unshallow' first, or $how"
+    [ -z "$(git -C "$top" status --porcelain -- "${REV_PATHS[@]}")" ] ||
+        die "uncommitted changes in ${REV_PATHS[*]}: the package revision would not identify them; commit them first (or set IOBATCH_REV=N by hand)"
+    local n
+    n=$(git -C "$top" rev-list --count HEAD -- "${REV_PATHS[@]}")
+    [ "$n" -gt 0 ] || die "no commit changed ${REV_PATHS[*]}; $how"
+    echo "$n"
+}
+
+case ${1:-} in
+    series) series ;;
+    rev) rev ;;
+    deb) VERSION=$(. "$top/base.pin"; echo "$VERSION"); r=$(rev); echo "$VERSION+iobatch$r" ;;
+    *) echo "usage: version.sh series|rev|deb" >&2; exit 2 ;;
+esac

@@ -1,0 +1,538 @@
+#!/usr/bin/env python3
+"""tests/packaging.py: versions, the apt repository and the held-back check.
+
+    python3 tests/packaging.py [--build DIR]
+
+Runs in a few seconds and leaves the host alone: apt runs with a private
+configuration (APT_CONFIG: its own sources, preferences, apt.conf.d, lists
+and dpkg status file) in a temporary directory; setup-apt writes under
+SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
+
+- version-*: scripts/version.sh.  The series id counts and hashes
+  patches/series; the package revision N is the number of commits that
+  changed patches/ or packaging/x86only.patch (in a temporary clone: a commit
+  elsewhere keeps N, one to patches/ adds 1 and its version sorts above);
+  uncommitted changes, a shallow clone and a tarball fail with a message that
+  says what to do; IOBATCH_REV overrides N.
+- build-version (with --build): qemu-system-x86_64 --version of that build
+  names it: the series id for build/fork, "unpatched" for build/base.
+- repo-*: scripts/repo.sh on stand-in packages of the five names (dpkg-deb)
+  at the version version.sh gives, and setup-apt: apt installs the fork from
+  the repository although the archive has a higher Debian version (which it
+  installs without the pin); a second build at N+1 added to the repository
+  is what 'apt upgrade' moves to; a different build of a version already in
+  the repository is refused; setup-apt refuses a repository that others
+  than its owner can write; setup-apt --remove leaves nothing.
+- held-back-*: packaging/qemu-iobatch-check, as setup-apt installs it,
+  against stand-in archives: quiet when Debian has nothing newer than the
+  fork's base; a warning (exit 1, state file, login message) when it has;
+  nothing for a version apt would not install by default (backports);
+  "apt upgrade installs it" when a fork build on the new version is in the
+  repository; nothing when the fork is not installed; and run by apt itself
+  after 'apt-get update' through the shipped apt.conf.d hook.
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ['qemu-system-x86', 'qemu-system-common', 'qemu-system-gui',
+            'qemu-block-extra', 'qemu-utils']
+failed = 0
+
+
+class Fail(Exception):
+    pass
+
+
+def report(name, fn):
+    global failed
+    try:
+        print(f'ok {name}: {fn()}', flush=True)
+    except (Fail, OSError, subprocess.SubprocessError) as e:
+        failed += 1
+        print(f'FAIL {name}: {e}', flush=True)
+
+
+def run(cmd, cwd=None, env=None, check=True):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=300, check=False)
+    if check and r.returncode != 0:
+        out = (r.stdout + r.stderr).strip().splitlines()
+        raise Fail(f'{" ".join(cmd)} exited {r.returncode}: {" | ".join(out[-4:])}')
+    return r
+
+
+def pinned():
+    with open(os.path.join(TOP, 'base.pin'), encoding='utf-8') as f:
+        return re.search(r'^VERSION=(\S+)$', f.read(), re.M).group(1)
+
+
+def series_files(top):
+    with open(os.path.join(top, 'patches', 'series'), encoding='utf-8') as f:
+        return [l.strip() for l in f if l.strip() and not l.startswith('#')]
+
+
+def version_sh(top, what, env=None, check=True):
+    return run([os.path.join(top, 'scripts', 'version.sh'), what],
+               env=dict(os.environ, **(env or {})), check=check)
+
+
+def git(top, *args):
+    return run(['git', '-C', top, *args]).stdout.strip()
+
+
+def deb_gt(a, b):
+    return run(['dpkg', '--compare-versions', a, 'gt', b], check=False).returncode == 0
+
+
+# -- versions ---------------------------------------------------------------
+
+def t_series():
+    got = version_sh(TOP, 'series').stdout.strip()
+    files = series_files(TOP)
+    h = hashlib.sha256()
+    for f in ['series'] + files:
+        with open(os.path.join(TOP, 'patches', f), 'rb') as fh:
+            h.update(fh.read())
+    want = f'qemu-iobatch, {len(files)} patches, {h.hexdigest()[:12]}'
+    if got != want:
+        raise Fail(f'version.sh series: {got!r}, want {want!r}')
+    return got
+
+
+def t_rev(clone):
+    n = version_sh(clone, 'rev').stdout.strip()
+    want = git(clone, 'rev-list', '--count', 'HEAD', '--', 'patches', 'packaging/x86only.patch')
+    if n != want:
+        raise Fail(f'version.sh rev: {n}, want {want} (git rev-list --count)')
+    deb = version_sh(clone, 'deb').stdout.strip()
+    if deb != f'{pinned()}+iobatch{n}':
+        raise Fail(f'version.sh deb: {deb}, want {pinned()}+iobatch{n}')
+    if not deb_gt(deb, f'{pinned()}+b9') or not deb_gt(deb, f'{pinned()}+iobatch1'):
+        raise Fail(f'{deb} does not sort above Debian\'s binNMU +b9 and the first package +iobatch1')
+    return f'N={n} (commits that changed patches/ or packaging/x86only.patch), version {deb}'
+
+
+def commit(clone, path, text, msg):
+    with open(os.path.join(clone, path), 'a', encoding='utf-8') as f:
+        f.write(text)
+    git(clone, '-c', 'user.name=t', '-c', 'user.email=t@localhost', 'commit', '-qam', msg)
+
+
+def t_rev_grows(clone):
+    n0 = int(version_sh(clone, 'rev').stdout)
+    s0 = version_sh(clone, 'series').stdout.strip()
+    v0 = version_sh(clone, 'deb').stdout.strip()
+    commit(clone, 'README.md', '\nnot the series\n', 'docs only')
+    if int(version_sh(clone, 'rev').stdout) != n0:
+        raise Fail('a commit that changed only README.md changed N')
+    commit(clone, 'patches/series', '# a changed series\n', 'series')
+    n1 = int(version_sh(clone, 'rev').stdout)
+    v1 = version_sh(clone, 'deb').stdout.strip()
+    s1 = version_sh(clone, 'series').stdout.strip()
+    if n1 != n0 + 1:
+        raise Fail(f'after a commit to patches/series N is {n1}, want {n0 + 1}')
+    if not deb_gt(v1, v0):
+        raise Fail(f'{v1} does not sort above {v0}: apt would not upgrade')
+    if s1 == s0:
+        raise Fail(f'the series id did not change with patches/series: {s1}')
+    return f'README.md commit: N stays {n0}; patches/ commit: N {n1}, {v1} > {v0}; series id {s1[-12:]}'
+
+
+def t_rev_uncommitted(clone):
+    with open(os.path.join(clone, 'patches', 'series'), 'a', encoding='utf-8') as f:
+        f.write('# uncommitted\n')
+    try:
+        r = version_sh(clone, 'rev', check=False)
+        if r.returncode == 0 or 'uncommitted' not in r.stderr or 'commit' not in r.stderr:
+            raise Fail(f'with patches/series changed, version.sh rev exited {r.returncode}: '
+                       f'{(r.stdout + r.stderr).strip()!r}')
+        o = version_sh(clone, 'rev', env={'IOBATCH_REV': '9'}).stdout.strip()
+        if o != '9':
+            raise Fail(f'IOBATCH_REV=9: {o!r}')
+        bad = version_sh(clone, 'rev', env={'IOBATCH_REV': '0'}, check=False)
+        if bad.returncode == 0:
+            raise Fail('IOBATCH_REV=0 accepted')
+    finally:
+        git(clone, 'checkout', '-q', '--', 'patches/series')
+    return f'refused: {r.stderr.strip()[:90]}...; IOBATCH_REV=9 gives 9, 0 refused'
+
+
+def t_rev_shallow(tmp):
+    d = os.path.join(tmp, 'shallow')
+    run(['git', 'clone', '-q', '--depth', '1', f'file://{TOP}', d])
+    r = version_sh(d, 'rev', check=False)
+    if r.returncode == 0 or 'shallow' not in r.stderr or '--unshallow' not in r.stderr:
+        raise Fail(f'in a shallow clone version.sh rev exited {r.returncode}: '
+                   f'{(r.stdout + r.stderr).strip()!r}')
+    s = run([f'{d}/scripts/deb-src.sh', '--check'], check=False)
+    if s.returncode == 0 or 'shallow' not in s.stderr:
+        raise Fail(f'in a shallow clone deb-src.sh exited {s.returncode}: {s.stderr.strip()!r}')
+    return r.stderr.strip()[:110] + '...'
+
+
+def t_rev_tarball(tmp):
+    d = os.path.join(tmp, 'tarball')
+    os.makedirs(d)
+    arch = subprocess.run(['git', '-C', TOP, 'archive', 'HEAD'], capture_output=True, check=True)
+    subprocess.run(['tar', '-x', '-C', d], input=arch.stdout, check=True)
+    r = version_sh(d, 'rev', check=False)
+    if r.returncode == 0 or 'not a git clone' not in r.stderr or 'IOBATCH_REV' not in r.stderr:
+        raise Fail(f'in a tarball version.sh rev exited {r.returncode}: '
+                   f'{(r.stdout + r.stderr).strip()!r}')
+    o = version_sh(d, 'deb', env={'IOBATCH_REV': '3'}).stdout.strip()
+    if o != f'{pinned()}+iobatch3':
+        raise Fail(f'IOBATCH_REV=3 in a tarball: {o!r}')
+    return f'{r.stderr.strip()[:90]}...; with IOBATCH_REV=3: {o}'
+
+
+def t_build_version(build):
+    out = run([os.path.join(build, 'qemu-system-x86_64'), '--version']).stdout.splitlines()[0]
+    name = os.path.basename(os.path.normpath(build))
+    if name == 'fork':
+        want = f'({version_sh(TOP, "series").stdout.strip()} on Debian {pinned()})'
+    elif name == 'base':
+        want = f'(Debian {pinned()}, unpatched)'
+    elif name == 'tree':
+        want = f'(qemu-iobatch development tree on Debian {pinned()})'
+    else:
+        raise Fail(f'no package version is set for a build named {name}')
+    if not out.endswith(want):
+        raise Fail(f'{build}/qemu-system-x86_64 --version: {out!r}, want it to end in {want!r}')
+    return out
+
+
+# -- the repository and the check ----------------------------------------------
+
+class Host:
+    """A stand-in host: apt with a private configuration under DIR/etc/apt
+    and a private dpkg status file; setup-apt writes under DIR."""
+
+    def __init__(self, d):
+        self.d = d
+        for sub in ('etc/apt/sources.list.d', 'etc/apt/preferences.d', 'etc/apt/apt.conf.d',
+                    'etc/update-motd.d', 'state/lists/partial', 'cache/archives/partial',
+                    'log', 'archive'):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        self.conf = os.path.join(d, 'apt.conf')
+        conf = (f'Dir::Etc "{d}/etc/apt";\nDir::State "{d}/state";\n'
+                f'Dir::State::status "{d}/status";\nDir::Cache "{d}/cache";\n'
+                f'Dir::Log "{d}/log";\nDebug::NoLocking "true";\n')
+        if os.geteuid() == 0:
+            conf += 'APT::Sandbox::User "root";\n'
+        with open(self.conf, 'w', encoding='utf-8') as f:
+            f.write(conf)
+        self.env = dict(os.environ, APT_CONFIG=self.conf, LC_ALL='C')
+        self.state = os.path.join(d, 'var/lib/qemu-iobatch')
+        self.check = os.path.join(d, 'usr/local/sbin/qemu-iobatch-check')
+        with open(os.path.join(d, 'etc/apt/sources.list.d/debian.sources'), 'w',
+                  encoding='utf-8') as f:
+            f.write(f'Types: deb\nURIs: file:{d}/archive\nSuites: ./\nTrusted: yes\n')
+        self.installed({})
+        self.archive([])
+
+    def installed(self, pkgs):
+        """The dpkg status file: {package: version} installed."""
+        with open(os.path.join(self.d, 'status'), 'w', encoding='utf-8') as f:
+            for p, v in pkgs.items():
+                f.write(f'Package: {p}\nStatus: install ok installed\nPriority: optional\n'
+                        f'Architecture: amd64\nVersion: {v}\nMaintainer: t <t@localhost>\n'
+                        'Description: stand-in\n\n')
+
+    def archive(self, versions, prefs=''):
+        """Debian's archive, a stand-in: the five packages at these versions;
+        prefs: an extra preferences file (e.g. a backports priority)."""
+        with open(os.path.join(self.d, 'archive', 'Packages'), 'w', encoding='utf-8') as f:
+            for v in versions:
+                for p in PACKAGES:
+                    f.write(f'Package: {p}\nVersion: {v}\nArchitecture: amd64\n'
+                            f'Maintainer: t <t@localhost>\nFilename: ./{p}_{v}.deb\n'
+                            'Size: 1000\nDescription: Debian\'s, a stand-in\n\n')
+        pf = os.path.join(self.d, 'etc/apt/preferences.d/backports.pref')
+        if prefs:
+            with open(pf, 'w', encoding='utf-8') as f:
+                f.write(prefs)
+        elif os.path.exists(pf):
+            os.remove(pf)
+
+    def apt(self, *args, check=True):
+        return run(['apt-get', '-q', *args], env=self.env, check=check)
+
+    def update(self):
+        return self.apt('update')
+
+    def policy(self):
+        return run(['apt-cache', 'policy', 'qemu-system-x86'], env=self.env).stdout
+
+    def simulate(self, *args):
+        """{package: version} that apt-get -s ARGS would install."""
+        out = self.apt('-s', *args).stdout
+        got = {}
+        for line in out.splitlines():
+            m = re.match(r'^Inst (\S+) (?:\[\S+\] )?\((\S+) ', line)
+            if m and m.group(1) in PACKAGES:
+                got[m.group(1)] = m.group(2)
+        return got
+
+    def run_check(self):
+        env = dict(self.env, QEMU_IOBATCH_STATE=self.state)
+        return run([self.check], env=env, check=False)
+
+    def held_back(self):
+        f = os.path.join(self.state, 'held-back')
+        return open(f, encoding='utf-8').read() if os.path.exists(f) else None
+
+
+def stand_in_debs(d, version):
+    """The five packages at version, empty, as 'make deb' leaves them."""
+    os.makedirs(d)
+    for p in PACKAGES:
+        pd = os.path.join(d, 'pkg', p)
+        os.makedirs(f'{pd}/DEBIAN')
+        with open(f'{pd}/DEBIAN/control', 'w', encoding='utf-8') as f:
+            f.write(f'Package: {p}\nVersion: {version}\nArchitecture: amd64\n'
+                    'Maintainer: t <t@localhost>\nDescription: stand-in for the fork\n')
+        run(['dpkg-deb', '--root-owner-group', '-Zgzip', '--build', pd,
+             f'{d}/{p}_{version}_amd64.deb'])
+    shutil.rmtree(os.path.join(d, 'pkg'))
+    with open(f'{d}/build-time.txt', 'w', encoding='utf-8') as f:
+        f.write('0 s (stand-in)\n')
+
+
+def repo_sh(*args):
+    return run([os.path.join(TOP, 'scripts', 'repo.sh'), *args])
+
+
+def all_at(got, version):
+    return sorted(got) == sorted(PACKAGES) and set(got.values()) == {version}
+
+
+class RepoTests:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.repo = os.path.join(tmp, 'repo')
+        self.base = pinned()
+        n = int(version_sh(TOP, 'rev').stdout)
+        self.v1 = f'{self.base}+iobatch{n}'
+        self.v2 = version_sh(TOP, 'deb', env={'IOBATCH_REV': str(n + 1)}).stdout.strip()
+        m = re.match(r'(.*\+deb12u)(\d+)$', self.base)
+        if not m:
+            raise Fail(f'cannot derive the next Debian version from {self.base}')
+        self.debian_binnmu = f'{self.base}+b3'
+        self.debian_next = f'{m.group(1)}{int(m.group(2)) + 1}'
+        stand_in_debs(os.path.join(tmp, 'deb1'), self.v1)
+        stand_in_debs(os.path.join(tmp, 'deb2'), self.v2)
+        self.host = Host(os.path.join(tmp, 'host'))
+
+    def install(self):
+        out = repo_sh('--from', f'{self.tmp}/deb1', '--repo', self.repo, '--no-setup').stdout
+        if self.v1 not in out:
+            raise Fail(f'repo.sh does not list {self.v1}: {out.strip()}')
+        r = run([f'{self.repo}/setup-apt'], env=dict(os.environ, SETUP_ROOT=self.host.d))
+        with open(f'{self.host.d}/etc/apt/sources.list.d/qemu-iobatch.sources',
+                  encoding='utf-8') as f:
+            sources = f.read()
+        for want in (f'URIs: file:{self.repo}', 'Trusted: yes', 'Types: deb'):
+            if want not in sources:
+                raise Fail(f'qemu-iobatch.sources lacks {want!r}: {sources!r}')
+        h = self.host
+        h.archive([self.debian_binnmu, self.debian_next])
+        h.update()
+        got = h.simulate('install', *PACKAGES)
+        if not all_at(got, self.v1):
+            raise Fail(f'apt-get install from the repository would install {got}, want {self.v1}')
+        pref = f'{h.d}/etc/apt/preferences.d/qemu-iobatch.pref'
+        saved = pref + '.off'
+        os.rename(pref, saved)
+        try:
+            without = h.simulate('install', *PACKAGES)
+        finally:
+            os.rename(saved, pref)
+        if not all_at(without, self.debian_next):
+            raise Fail(f'without qemu-iobatch.pref apt would install {without}, want '
+                       f'{self.debian_next}: the check proves nothing')
+        return (f'{r.stdout.splitlines()[0]}; apt-get install takes {self.v1} over Debian\'s '
+                f'{self.debian_next} (without the pin: {self.debian_next})')
+
+    def upgrade(self):
+        h = self.host
+        h.installed({p: self.v1 for p in PACKAGES})
+        h.update()
+        if h.simulate('upgrade'):
+            raise Fail(f'apt-get -s upgrade with {self.v1} installed would install {h.simulate("upgrade")}')
+        repo_sh('--from', f'{self.tmp}/deb1', '--repo', self.repo, '--no-setup')   # again: a no-op
+        out = repo_sh('--from', f'{self.tmp}/deb2', '--repo', self.repo, '--no-setup').stdout
+        if self.v1 not in out or self.v2 not in out:
+            raise Fail(f'the repository should hold {self.v1} and {self.v2}: {out.strip()}')
+        h.update()
+        got = h.simulate('upgrade')
+        if not all_at(got, self.v2):
+            raise Fail(f'apt-get -s upgrade would install {got}, want {self.v2} of all five')
+        return f'{self.v1} installed, {self.v2} added: apt-get upgrade installs {self.v2} of all five'
+
+    def rebuilt_differently(self):
+        d = os.path.join(self.tmp, 'deb1b')
+        stand_in_debs(d, self.v1)
+        with open(f'{d}/build-time.txt', 'a', encoding='utf-8'):
+            pass
+        # Another build of the same version: other bytes (another mtime in the ar headers).
+        os.utime(f'{d}/qemu-utils_{self.v1}_amd64.deb', (0, 0))
+        run(['dpkg-deb', '-R', f'{d}/qemu-utils_{self.v1}_amd64.deb', f'{d}/x'])
+        with open(f'{d}/x/DEBIAN/control', 'a', encoding='utf-8') as f:
+            f.write('X-Rebuilt: yes\n')
+        run(['dpkg-deb', '--root-owner-group', '-Zgzip', '--build', f'{d}/x',
+             f'{d}/qemu-utils_{self.v1}_amd64.deb'])
+        shutil.rmtree(f'{d}/x')
+        r = run([os.path.join(TOP, 'scripts', 'repo.sh'), '--from', d, '--repo', self.repo,
+                 '--no-setup'], check=False)
+        if r.returncode == 0 or 'built twice' not in r.stderr:
+            raise Fail(f'repo.sh took a different build of {self.v1}: exit {r.returncode}, '
+                       f'{r.stderr.strip()!r}')
+        return r.stderr.strip()[:120] + '...'
+
+    def refuses_writable(self):
+        """Trusted: yes only for a repository that no one but its owner can change."""
+        os.chmod(self.repo, 0o775)
+        try:
+            r = run([f'{self.repo}/setup-apt'], env=dict(os.environ, SETUP_ROOT=self.host.d),
+                    check=False)
+        finally:
+            os.chmod(self.repo, 0o755)
+        if r.returncode == 0 or 'writable by group or others' not in r.stderr:
+            raise Fail(f'setup-apt on a group-writable repository: exit {r.returncode}, '
+                       f'{(r.stdout + r.stderr).strip()!r}')
+        return r.stderr.strip()[:120] + '...'
+
+    def remove(self):
+        run([f'{self.repo}/setup-apt', '--remove'], env=dict(os.environ, SETUP_ROOT=self.host.d))
+        left = [os.path.join(dp, f) for sub in ('etc', 'usr', 'var')
+                for dp, _, fs in os.walk(os.path.join(self.host.d, sub)) for f in fs
+                if 'iobatch' in f]
+        if left:
+            raise Fail(f'setup-apt --remove left {left}')
+        return 'sources, pin, hook, check and motd snippet removed'
+
+    # -- the held-back check ------------------------------------------------
+    def check_case(self, installed, archive, prefs=''):
+        h = self.host
+        h.installed({p: installed for p in PACKAGES})
+        h.archive(archive, prefs)
+        h.update()
+        return h.run_check()
+
+    def held_ok(self):
+        r = self.check_case(self.v2, [self.debian_binnmu])
+        if r.returncode != 0 or 'ok:' not in r.stdout or self.host.held_back():
+            raise Fail(f'exit {r.returncode}: {r.stdout.strip()!r}')
+        return r.stdout.strip()
+
+    def held_newer(self):
+        r = self.check_case(self.v2, [self.debian_binnmu, self.debian_next])
+        state = self.host.held_back()
+        if r.returncode != 1 or 'WARNING' not in r.stdout or self.debian_next not in r.stdout \
+                or self.base not in r.stdout:
+            raise Fail(f'exit {r.returncode}: {r.stdout.strip()!r}')
+        if not state or self.debian_next not in state:
+            raise Fail(f'no state file with the warning: {state!r}')
+        motd = run(['sh', f'{self.host.d}/etc/update-motd.d/90-qemu-iobatch']).stdout
+        if self.debian_next not in motd:
+            raise Fail(f'the login message does not show it: {motd!r}')
+        return r.stdout.strip()[:150] + '...'
+
+    def held_backports(self):
+        bpo = '1:10.0.2+ds-2+deb13u1~bpo12+1'
+        prefs = f'Package: {" ".join(PACKAGES)}\nPin: version {bpo}\nPin-Priority: 100\n'
+        r = self.check_case(self.v2, [self.debian_binnmu, bpo], prefs)
+        if r.returncode != 0 or 'ok:' not in r.stdout or self.host.held_back():
+            raise Fail(f'with {bpo} at priority 100: exit {r.returncode}: {r.stdout.strip()!r}')
+        return f'{bpo} at priority 100 ignored: {r.stdout.strip()[:80]}...'
+
+    def held_rebuilt(self):
+        d = os.path.join(self.tmp, 'deb3')
+        v3 = f'{self.debian_next}+iobatch1'
+        stand_in_debs(d, v3)
+        repo_sh('--from', d, '--repo', self.repo, '--no-setup')
+        r = self.check_case(self.v2, [self.debian_binnmu, self.debian_next])
+        if r.returncode != 0 or 'apt upgrade' not in r.stdout or self.host.held_back():
+            raise Fail(f'with {v3} in the repository: exit {r.returncode}: {r.stdout.strip()!r}')
+        got = self.host.simulate('upgrade')
+        if not all_at(got, v3):
+            raise Fail(f'apt-get -s upgrade would install {got}, want {v3}')
+        return r.stdout.strip()
+
+    def held_not_fork(self):
+        r = self.check_case(self.debian_binnmu, [self.debian_binnmu, self.debian_next])
+        if r.returncode != 0 or 'not a qemu-iobatch build' not in r.stdout:
+            raise Fail(f'exit {r.returncode}: {r.stdout.strip()!r}')
+        return r.stdout.strip()
+
+    def held_hook(self):
+        """apt-get update runs the check through the shipped hook."""
+        h = self.host
+        h.installed({p: self.v2 for p in PACKAGES})
+        h.archive([self.debian_binnmu])
+        quiet = h.update().stdout
+        if 'qemu-iobatch' in quiet:
+            raise Fail(f'apt-get update with nothing held back printed: {quiet!r}')
+        h.archive([self.debian_binnmu, self.debian_next])
+        r = h.update()
+        line = [l for l in r.stdout.splitlines() if 'qemu-iobatch-check' in l]
+        if not line or 'WARNING' not in line[0] or self.debian_next not in line[0]:
+            raise Fail(f'apt-get update (exit {r.returncode}) did not warn: {r.stdout.strip()[-300:]!r}')
+        if not h.held_back():
+            raise Fail('no state file after the hook')
+        return f'apt-get update exits 0 and prints: {line[0][:120]}...'
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
+    ap.add_argument('--build', help='also check the --version of this build (build/fork, ...)')
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix='iobatch-packaging-') as tmp:
+        os.chmod(tmp, 0o755)
+        clone = os.path.join(tmp, 'clone')
+        report('version-series', t_series)
+        shallow = git(TOP, 'rev-parse', '--is-shallow-repository') == 'true'
+        if shallow:
+            print('FAIL version-rev: this checkout is a shallow clone; the tests of the package '
+                  'revision need its history (git fetch --unshallow)', flush=True)
+            global failed
+            failed += 1
+        else:
+            run(['git', 'clone', '-q', TOP, clone])
+            report('version-rev', lambda: t_rev(clone))
+            report('version-rev-grows', lambda: t_rev_grows(clone))
+            report('version-rev-uncommitted', lambda: t_rev_uncommitted(clone))
+        report('version-rev-shallow', lambda: t_rev_shallow(tmp))
+        report('version-rev-tarball', lambda: t_rev_tarball(tmp))
+        if a.build:
+            report('build-version', lambda: t_build_version(os.path.abspath(a.build)))
+        try:
+            t = RepoTests(tmp)
+        except (Fail, OSError, subprocess.SubprocessError) as e:
+            print(f'FAIL repo-setup: {e}', flush=True)
+            return 1
+        report('repo-install', t.install)
+        report('repo-upgrade', t.upgrade)
+        report('repo-rebuilt-differently', t.rebuilt_differently)
+        report('repo-refuses-writable', t.refuses_writable)
+        report('held-back-ok', t.held_ok)
+        report('held-back-newer', t.held_newer)
+        report('held-back-backports', t.held_backports)
+        report('held-back-hook', t.held_hook)
+        report('held-back-rebuilt', t.held_rebuilt)
+        report('held-back-not-fork', t.held_not_fork)
+        report('repo-setup-remove', t.remove)
+    print(f'packaging: {failed} failed', flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
