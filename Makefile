@@ -18,7 +18,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test test-base tree-build test-tree smoke vblk-load bench run install clean distclean help \
-	deps-deb deb test-deb check-update fuzz fuzz-build profile
+	deps-deb deb test-deb check-update fuzz fuzz-build fuzz-planted profile
 
 all: build
 
@@ -39,6 +39,7 @@ help:
 	@echo 'make test-deb       install build/deb, test it, put Debian'"'"'s packages back'
 	@echo 'make check-update   newer Debian qemu than base.pin? does the series apply?'
 	@echo 'make fuzz           fuzz the virtio-blk device, FUZZ_SECONDS per target (docs/fuzzing.md)'
+	@echo 'make fuzz-planted   every fuzz target must fail on a build with planted crashes'
 
 deps:
 	scripts/deps.sh
@@ -113,6 +114,13 @@ fuzz-build: fetch
 
 fuzz: fuzz-build
 	scripts/fuzz.sh
+
+# The fuzz run cannot hide a crash: every target, run on a build with
+# planted crashes (tests/fuzz/planted-crash.patch, never in the series),
+# must fail (docs/fuzzing.md).  A build in build/planted, then 30 s a target.
+fuzz-planted: fetch
+	scripts/fork-src.sh
+	scripts/fuzz-planted.sh
 
 # Base against fork, side by side (docs/benchmarks.md): 5-8 minutes,
 # BENCHFLAGS=--full for the whole matrix (1.5-4 hours).  Results in

@@ -56,7 +56,9 @@ CHAOS_TIMEOUT = 900
 # Seconds per fuzz target in 'make test' (make fuzz: FUZZ_SECONDS, longer).
 FUZZ_TEST_SECONDS = 30
 FUZZ_TARGETS = ['virtio-blk-fuzz', 'virtio-blk-flags-fuzz',
-                'generic-fuzz-virtio-blk', 'virtio-blk-iothread-fuzz']
+                'generic-fuzz-virtio-blk', 'virtio-blk-iothread-fuzz',
+                'virtio-blk-iothread-native-fuzz',
+                'virtio-blk-iothread-io_uring-fuzz']
 HANG_TIMEOUT = 90
 
 
