@@ -84,6 +84,7 @@ check-bisect: fetch
 # built beside the first suites, at low priority.
 test: fork check-patches
 	$(call build-all,fork)
+	python3 -m unittest -q tests/test_run.py
 	python3 tests/run.py --build fork --beside fuzz-build --beside base \
 	    --base base --json build/test-results.json \
 	    --summary build/test-summary.txt $(TESTFLAGS)

@@ -4,6 +4,7 @@
 # which must fail in their own way (docs/vblk-load.md, "A hostile driver"):
 #   bench/vblk-load/chaos.sh build/fork/qemu-system-x86_64
 #   bench/vblk-load/chaos.sh --list      # the names of the runs, one a line
+#   bench/vblk-load/chaos.sh --configs iothread,packed-irq build/base/qemu-system-x86_64
 # One line per run, "ok NAME: what happened" or "FAIL NAME: why" (with the
 # command that reproduces it); exit status 1 if any run failed.
 set -uo pipefail
@@ -25,12 +26,28 @@ packed-irq-noevidx   packed --iothread on --mode irq --event-idx off --ring pack
 packed-io_uring      packed --iothread on --aio io_uring --ring packed
 packed-main-loop     packed --iothread off --mode irq --ring packed'
 
+# --configs NAME,...: only these configurations
+only=
+if [ "${1:-}" = --configs ]; then
+    only=${2:?usage: chaos.sh --configs NAME,... [--list | QEMU]}
+    shift 2
+    for c in ${only//,/ }; do
+        grep -q "^$c " <<<"$CONFIGS" ||
+            { echo "chaos.sh: no configuration '$c'; there are: $(cut -d' ' -f1 <<<"$CONFIGS" | xargs)" >&2
+              exit 2; }
+    done
+fi
+
 # NAME CASE ARGS... for every case and configuration that applies to it
 runs() {
     $V --chaos list | while read -r c rings _; do
         while read -r name ring args; do
             case ",$rings," in
-            *",$ring,"*) echo "$c/$name $c $args" ;;
+            *",$ring,"*) ;;
+            *) continue ;;
+            esac
+            case ",${only:-$name}," in
+            *",$name,"*) echo "$c/$name $c $args" ;;
             esac
         done <<<"$CONFIGS"
     done
@@ -42,7 +59,7 @@ if [ "${1:-}" = --list ]; then
     $V --chaos selftests | cut -f1
     exit 0
 fi
-QEMU=${1:?usage: chaos.sh PATH-TO-qemu-system-x86_64 | --list}
+QEMU=${1:?usage: chaos.sh [--configs NAME,...] PATH-TO-qemu-system-x86_64 | --list}
 case $QEMU in
 /*) ;;
 */*) QEMU=$OLDPWD/$QEMU ;;
