@@ -25,7 +25,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
 	test check test-base tree-build test-tree smoke vblk-load bench run install clean \
 	distclean help deps-deb deb repo test-deb check-update fuzz fuzz-build profile \
-	debug-build check-links upstream
+	debug-build check-links upstream fuzz-planted
 
 ##@ Help
 help: ## this list (also 'make' alone)
@@ -103,6 +103,7 @@ distclean: ## remove build/ and .cache/ (everything built and downloaded)
 # built beside the first suites, at low priority.
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
 	$(call build-all,fork)
+	python3 -m unittest -q tests/test_run.py
 	python3 tests/run.py --build fork --beside fuzz-build --beside base \
 	    --beside debug-build \
 	    --base base --json build/test-results.json \
@@ -129,6 +130,13 @@ check-links: ## every relative link and #anchor in README.md and docs/ resolves
 
 fuzz: fuzz-build ## [root] fuzz the virtio-blk device, FUZZ_SECONDS per target (docs/fuzzing.md)
 	scripts/fuzz.sh
+
+# The fuzz run cannot hide a crash: every target, run on a build with
+# planted crashes (tests/fuzz/planted-crash.patch, never in the series),
+# must fail (docs/fuzzing.md).  A build in build/planted, then 30 s a target.
+fuzz-planted: fetch ## [root] every fuzz target must fail on a build with planted crashes
+	scripts/fork-src.sh
+	scripts/fuzz-planted.sh
 
 ##@ Measure (docs/benchmarks.md)
 # Base against fork, side by side: 5-8 minutes, BENCHFLAGS=--full for the

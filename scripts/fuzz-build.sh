@@ -4,11 +4,13 @@
 # UBSan, as docs/devel/fuzzing.rst recommends.  Only what the virtio-blk
 # targets need is enabled: no UI, no tools, one target.  Configures once;
 # later runs rebuild what changed (ccache makes a fresh build cheaper).
+# FUZZ_SRC and FUZZ_OUT build another source tree into another directory
+# (scripts/fuzz-planted.sh).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-src=$top/build/src/fork
-out=$top/build/fuzz/qemu
+src=${FUZZ_SRC:-$top/build/src/fork}
+out=${FUZZ_OUT:-$top/build/fuzz/qemu}
 jobs=${JOBS:-$(nproc)}
 
 for tool in clang clang++ ninja meson; do
@@ -16,7 +18,7 @@ for tool in clang clang++ ninja meson; do
         { echo "fuzz-build: error: $tool not found; run 'make deps' first" >&2; exit 1; }
 done
 [ -x "$src/configure" ] ||
-    { echo "fuzz-build: error: no fork source in $src; run 'make fork' first" >&2; exit 1; }
+    { echo "fuzz-build: error: no QEMU source in $src; run 'make fork' first" >&2; exit 1; }
 
 cc=clang cxx=clang++
 if command -v ccache >/dev/null; then

@@ -19,10 +19,18 @@ under a timeout, so a hang is a failure.
 Known failures of the base are listed in tests/known-failures, each with its
 reason and the issue that fixes it.  They are reported as expected failures
 ("xfail"); one that passes is reported as "xpass".  Tests listed there as
-"flaky" are retried once, visibly.  Any other failure fails the run.
+"flaky" are retried once, visibly, and a pass after a retry is counted as
+such.  Any other failure fails the run.
 
-The last line is "N passed, N failed, N skipped"; the exit code is 0 when
-nothing failed.
+Every skip keeps its reason (an iotest's .notrun file, the comment of a
+TAP "# SKIP" line, a unit test's output) and the summary gives the reasons
+per suite.  The skips expected on this kind of machine are listed in
+tests/expected-skips: a skip that is not listed there, or a listed skip
+that did not happen, in a suite that ran, fails the run with its reason
+(--update-expected-skips rewrites the list from the run).
+
+The last line is "N passed, N failed, N skipped (passed after a retry: N)";
+the exit code is 0 when nothing failed.
 """
 
 import argparse
@@ -56,11 +64,18 @@ EXTRA_IOTESTS = ['281', 'graph-changes-while-io']
 QTEST_TIMEOUT = 600
 GUEST_TIMEOUT = 1800
 LIBVIRT_TIMEOUT = 1200
-CHAOS_TIMEOUT = 600
+CHAOS_TIMEOUT = 900
+# The configurations of chaos.sh that run on the unpatched base too, for
+# comparison (suite chaos-base): split ring polled, without EVENT_IDX,
+# io_uring, and a packed ring.
+CHAOS_BASE_CONFIGS = ['iothread', 'iothread-irq-noevidx', 'io_uring-irq',
+                      'packed-irq']
 # Seconds per fuzz target in 'make test' (make fuzz: FUZZ_SECONDS, longer).
 FUZZ_TEST_SECONDS = 30
 FUZZ_TARGETS = ['virtio-blk-fuzz', 'virtio-blk-flags-fuzz',
-                'generic-fuzz-virtio-blk', 'virtio-blk-iothread-fuzz']
+                'generic-fuzz-virtio-blk', 'virtio-blk-iothread-fuzz',
+                'virtio-blk-iothread-native-fuzz',
+                'virtio-blk-iothread-io_uring-fuzz']
 HANG_TIMEOUT = 90
 
 
@@ -100,19 +115,29 @@ class Results:
         self.known = known
         self.items = []
 
-    def add(self, suite, test, status, detail=''):
-        """status: pass, fail, skip or timeout, as the test ended."""
+    def add(self, suite, test, status, detail='', retried=None):
+        """status: pass, fail, skip or timeout, as the test ended; for a
+        skip, detail is its reason.  retried: the status of the first
+        attempt, when the test was run again."""
         kind, reason = self.known.lookup(suite, test)
         if kind in ('fail', 'hang'):
             if status in ('fail', 'timeout'):
                 status, detail = 'xfail', reason
             elif status == 'pass':
                 status, detail = 'xpass', reason
-        self.items.append({'suite': suite, 'test': test, 'status': status,
-                           'detail': detail})
+        item = {'suite': suite, 'test': test, 'status': status,
+                'detail': detail}
+        if retried:
+            item['retried'] = retried
+        self.items.append(item)
         if status not in ('pass', 'skip'):
             log(f'  {status.upper()}: {suite} {test} {detail}')
         return status
+
+    def retried_passes(self, suite=None):
+        return sum(1 for i in self.items if i.get('retried') and
+                   i['status'] in ('pass', 'xpass') and
+                   (suite is None or i['suite'].split(':')[0] == suite))
 
     def is_flaky(self, suite, test):
         return self.known.lookup(suite, test)[0] == 'flaky'
@@ -120,6 +145,117 @@ class Results:
     def count(self, status, suite=None):
         return sum(1 for i in self.items if i['status'] == status and
                    (suite is None or i['suite'].split(':')[0] == suite))
+
+
+class ExpectedSkips:
+    """tests/expected-skips: WHERE TEST REASON..., where WHERE is an fnmatch
+    pattern for BUILD:SUITE; the skips a run on this kind of machine has,
+    each with the reason the test gave."""
+
+    HEADER = """\
+# Expected skips, named rather than counted: tests/run.py fails a run in
+# which a test skips that is not listed here, or a test listed here for a
+# suite that ran did not skip (it passed, failed or did not run), and shows
+# the reason.  Produced from a real run on this kind of machine with
+#   python3 tests/run.py --suite unit --suite qtest --suite iotests \\
+#       --update-expected-skips
+# which rewrites the entries of the suites it ran and keeps the others.
+#
+# WHERE is an fnmatch pattern for BUILD:SUITE (BUILD is fork, base or tree);
+# REASON is what the test said when it skipped, for the reader.
+#
+# WHERE                    TEST                    REASON
+"""
+
+    def __init__(self, path, build):
+        self.path = path
+        self.build = build
+        self.entries = []
+        if not os.path.exists(path):
+            return
+        with open(path, encoding='utf-8') as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith('#'):
+                    continue
+                fields = line.split(None, 2)
+                if len(fields) < 3:
+                    sys.exit(f'{path}:{n}: expected "WHERE TEST REASON"')
+                self.entries.append(fields)
+
+    def _matches(self, where, suite):
+        return fnmatch.fnmatchcase(f'{self.build}:{suite}', where)
+
+    def lookup(self, suite, test):
+        for where, name, reason in self.entries:
+            if name == test and self._matches(where, suite):
+                return reason
+        return None
+
+    def check(self, res):
+        """Turn each skip that is not expected into a failure.  Return the
+        expected skips of the suites that ran that did not happen, as
+        (suite, test, what happened): they are reported, not failed, since
+        machines of this kind differ in what they can run (the CI machine
+        of 2026-12-03 ran 15 iotests that skip on the development one)."""
+        ran = {i['suite'] for i in res.items}
+        by_test = {(i['suite'], i['test']): i for i in res.items}
+        for i in res.items:
+            if i['status'] == 'skip' and self.lookup(i['suite'], i['test']) is None:
+                i['status'] = 'fail'
+                i['detail'] = (f'skipped, and not in tests/expected-skips: '
+                               f'{i["detail"]}')
+                log(f'  NEW SKIP: {i["suite"]} {i["test"]}: {i["detail"]}')
+        gone = []
+        for suite in sorted(ran):
+            for where, name, reason in self.entries:
+                if not self._matches(where, suite):
+                    continue
+                i = by_test.get((suite, name))
+                if i is not None and i['status'] == 'skip':
+                    continue
+                what = ('did not run' if i is None else
+                        f'ended as {i["status"]}')
+                gone.append((suite, name, f'{what}; listed as skipping '
+                             f'({reason})'))
+        return gone
+
+    def update(self, res):
+        """Rewrite the file: the skips of this run for the suites it ran,
+        the entries of other suites (or builds) as they were."""
+        ran = {i['suite'] for i in res.items}
+        keep = [e for e in self.entries
+                if not any(self._matches(e[0], s) for s in ran)]
+        new = [('*:' + i['suite'], i['test'], i['detail'] or '(no reason given)')
+               for i in res.items if i['status'] == 'skip']
+        with open(self.path, 'w', encoding='utf-8') as f:
+            f.write(self.HEADER)
+            for where, name, reason in sorted(keep + new):
+                reason = ' '.join(reason.split())
+                f.write(f'{where:24} {name:23} {reason}\n')
+        log(f'wrote {os.path.relpath(self.path, TOP)}: {len(new)} skips of '
+            f'this run, {len(keep)} entries of other suites kept')
+
+
+def skip_summary(res, suite):
+    """The skips of suite (and its configurations), grouped by reason."""
+    out = []
+    subs = sorted({i['suite'] for i in res.items
+                   if i['suite'].split(':')[0] == suite})
+    for sub in subs:
+        reasons = {}
+        for i in res.items:
+            if i['suite'] == sub and i['status'] == 'skip':
+                reasons.setdefault(i['detail'] or '(no reason given)',
+                                   []).append(i['test'])
+        if not reasons:
+            continue
+        n = sum(len(t) for t in reasons.values())
+        out.append(f'skipped in {sub}: {n}')
+        for reason, tests in sorted(reasons.items(),
+                                    key=lambda kv: (-len(kv[1]), kv[0])):
+            out.append(f'  {len(tests):4} {reason}: {" ".join(sorted(tests))}')
+    return out
 
 
 def descendants(pid):
@@ -227,23 +363,21 @@ def run_reported(cmd, pattern, want, timeout, suite, res, env=None):
         res.add(suite, name, 'fail', f'exit status {rc}, no test failed')
 
 
-def chaos_names(vblk):
+def chaos_names(vdir, configs):
     """What chaos.sh must report: test-image, every case in each of its
-    configurations, every self-test."""
-    def first_words(what):
-        out = subprocess.run([vblk, '--chaos', what], capture_output=True,
-                             text=True, check=True).stdout
-        return [line.split()[0] for line in out.splitlines() if line.strip()]
-    cases = first_words('list')
-    configs = ('iothread', 'iothread-irq', 'iothread-irq-noevidx', 'main-loop')
-    return (['test-image'] + [f'{c}/{w}' for c in cases for w in configs] +
-            first_words('selftests'))
+    configurations (split and packed rings, aio threads, native and
+    io_uring), every self-test; chaos.sh --list names them."""
+    out = subprocess.run([f'{vdir}/chaos.sh', *configs, '--list'],
+                         capture_output=True, text=True, check=True).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def run_chaos(build, res, suite='chaos'):
+def run_chaos(build, res, suite='chaos', configs=None):
     """bench/vblk-load/chaos.sh: vblk-load as a broken or malicious guest on
     one queue while another does checked I/O, each case in a fresh QEMU
-    (docs/vblk-load.md).  A case that chaos.sh does not report fails."""
+    (docs/vblk-load.md), in all of chaos.sh's configurations or only in
+    @configs.  A case that chaos.sh does not report fails."""
+    configs = ['--configs', ','.join(configs)] if configs else []
     log(f'== hostile driver (bench/vblk-load/chaos.sh) on {os.path.relpath(build, TOP)}')
     vdir = f'{TOP}/bench/vblk-load'
     r = subprocess.run(['make', '-s', '-C', vdir, 'vblk-load', 'test-image'],
@@ -252,8 +386,8 @@ def run_chaos(build, res, suite='chaos'):
         print(r.stdout + r.stderr, end='', flush=True)
         res.add(suite, 'build', 'fail', f'make exited {r.returncode}')
         return
-    run_reported([f'{vdir}/chaos.sh', f'{build}/qemu-system-x86_64'],
-                 r'^(ok|FAIL) +(\S+?): (.*)$', chaos_names(f'{vdir}/vblk-load'),
+    run_reported([f'{vdir}/chaos.sh', *configs, f'{build}/qemu-system-x86_64'],
+                 r'^(ok|FAIL) +(\S+?): (.*)$', chaos_names(vdir, configs),
                  CHAOS_TIMEOUT, suite, res)
 
 
@@ -427,8 +561,22 @@ def run_unit(build, res, jobs, suite='unit'):
     with open(path, encoding='utf-8') as f:
         for line in f:
             t = json.loads(line)
-            res.add(suite, t['name'], status.get(t['result'], 'fail'),
-                    t['result'])
+            st = status.get(t['result'], 'fail')
+            detail = t['result']
+            if st == 'skip':
+                detail = tap_skip_reason(t.get('stdout', ''))
+            res.add(suite, t['name'], st, detail)
+
+
+def tap_skip_reason(out):
+    """Why a TAP test binary skipped, from its output: the reason of its
+    "1..0 # SKIP" plan or of its skipped test cases."""
+    reasons = []
+    for line in (out or '').splitlines():
+        m = re.search(r'# SKIP\b:?\s*(.*)$', line, re.I)
+        if m and m.group(1).strip() and m.group(1).strip() not in reasons:
+            reasons.append(m.group(1).strip())
+    return '; '.join(reasons) or '(no reason in its output)'
 
 
 TAP_RE = re.compile(r'^(ok|not ok) \d+ (\S+)(.*)$')
@@ -447,11 +595,15 @@ def run_tap_binary(cmd, build, suite, res, timeout):
                 print('   ', line, end='')
             return
         seen += 1
+        detail = m.group(3).strip()
         if m.group(1) == 'ok':
-            status = 'skip' if '# SKIP' in m.group(3) else 'pass'
+            skip = re.match(r'^# SKIP\b:?\s*(.*)$', detail, re.I)
+            status = 'skip' if skip else 'pass'
+            if skip:
+                detail = skip.group(1) or '(no reason given)'
         else:
             status = 'fail'
-        res.add(suite, m.group(2), status, m.group(3).strip())
+        res.add(suite, m.group(2), status, detail)
 
     rc, timed_out = stream(cmd + ['--tap', '-k'], timeout, on_line,
                            env=qemu_env(build))
@@ -551,7 +703,7 @@ def run_check(build, config, tests, res, timeout, tmp):
 
     w = threading.Thread(target=watchdog, daemon=True)
     w.start()
-    results = {}
+    results, reasons = {}, {}
     for line in p.stdout:
         print('   ', line, end='', flush=True)
         m = re.match(r'^# running \S+ (\S+)$', line)
@@ -568,6 +720,9 @@ def run_check(build, config, tests, res, timeout, tmp):
             else:
                 status = 'skip' if m.group(3) else 'pass'
             results[m.group(2)] = status
+            if status == 'skip':
+                reasons[m.group(2)] = notrun_reason(env['TEST_DIR'],
+                                                    m.group(2))
     p.wait()
     done.set()
     w.join()
@@ -578,7 +733,20 @@ def run_check(build, config, tests, res, timeout, tmp):
         elif status is None:
             status = 'fail'
         results[t] = status
-    return suite, results
+    return suite, results, reasons
+
+
+def notrun_reason(test_dir, test):
+    """Why an iotest did not run: the .notrun file it left in TEST_DIR
+    (TEST_DIR/TEST/ when check runs tests in parallel)."""
+    for d in (test_dir, os.path.join(test_dir, test)):
+        try:
+            with open(os.path.join(d, f'{test}.notrun'), encoding='utf-8',
+                      errors='replace') as f:
+                return ' '.join(f.read().split()) or '(empty .notrun file)'
+        except OSError:
+            pass
+    return '(no .notrun file)'
 
 
 def run_iotests(build, res, configs, timeout):
@@ -593,18 +761,33 @@ def run_iotests(build, res, configs, timeout):
                                    check=True).stdout.split()
             # Tests in the tests/ subdirectory are selected by name only.
             tests = [os.path.basename(t) for t in tests]
-            suite, results = run_check(build, config, tests, res, timeout,
-                                       tmp)
+            suite, results, reasons = run_check(build, config, tests, res,
+                                                timeout, tmp)
             retry = [t for t, s in results.items()
                      if s in ('fail', 'timeout') and res.is_flaky(suite, t)]
+            first = {}
             if retry:
                 log(f'  RETRY (listed as flaky): {" ".join(retry)}')
-                _, again = run_check(build, config, retry, res, timeout, tmp)
+                _, again, again_reasons = run_check(build, config, retry, res,
+                                                    timeout, tmp)
                 for t in retry:
                     log(f'  RETRY: {suite} {t}: {results[t]} then {again[t]}')
+                    first[t] = results[t]
                     results[t] = again[t]
+                    if t in again_reasons:
+                        reasons[t] = again_reasons[t]
             for t in tests:
-                res.add(suite, t, results[t])
+                res.add(suite, t, results[t], reasons.get(t, ''),
+                        retried=first.get(t))
+
+
+def summary_line(res):
+    """The counts first, as .ci/run has always ended: "N passed, N failed,
+    N skipped"; then how many of the passes needed a retry."""
+    bad = sum(1 for i in res.items if i['status'] in ('fail', 'timeout'))
+    return (f'{res.count("pass") + res.count("xpass")} passed, {bad} failed, '
+            f'{res.count("skip")} skipped (passed after a retry: '
+            f'{res.retried_passes()})')
 
 
 def main():
@@ -630,6 +813,10 @@ def main():
                     help='also run the hostile driver and the guest soak on '
                          'this build of the unpatched base, for comparison '
                          '(suites chaos-base, soak-base)')
+    ap.add_argument('--update-expected-skips', action='store_true',
+                    help='rewrite tests/expected-skips from the skips of '
+                         'this run (the suites it ran), instead of checking '
+                         'them against it')
     ap.add_argument('--json', help='write the results here')
     ap.add_argument('--summary', help='write the summary line here')
     args = ap.parse_args()
@@ -680,7 +867,7 @@ def main():
         if 'chaos' in base_suites:
             suites.append('chaos-base')
             if beside.ready('base', 'chaos-base', res):
-                run_chaos(base, res, 'chaos-base')
+                run_chaos(base, res, 'chaos-base', CHAOS_BASE_CONFIGS)
         if 'guest' in base_suites:
             suites.append('soak-base')
             if beside.ready('base', 'soak-base', res):
@@ -688,29 +875,42 @@ def main():
     if 'debug' in suites and beside.ready('debug-build', 'debug', res):
         run_debug(build, res, args.jobs)
 
+    skips = ExpectedSkips(f'{TOP}/tests/expected-skips', os.path.basename(build))
+    if args.update_expected_skips:
+        skips.update(res)
+        gone = []
+    else:
+        gone = skips.check(res)
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
             json.dump(res.items, f, indent=1)
     log(f'\n== summary ({os.path.relpath(build, TOP)}, '
         f'{(time.monotonic() - t0) / 60:.1f} min)')
     for s in suites:
-        log(f'{s:10} {res.count("pass", s)} passed, '
+        log(f'{s:10} {res.count("pass", s)} passed '
+            f'({res.retried_passes(s)} after a retry), '
             f'{res.count("fail", s) + res.count("timeout", s)} failed, '
             f'{res.count("skip", s)} skipped, {res.count("xfail", s)} '
             f'expected failures, {res.count("xpass", s)} unexpected passes')
+    for s in suites:
+        for line in skip_summary(res, s):
+            log(line)
     bad = [i for i in res.items if i['status'] in ('fail', 'timeout')]
     for i in res.items:
-        if i['status'] == 'skip':
-            log(f'SKIPPED: {i["suite"]} {i["test"]} {i["detail"]}')
+        if i.get('retried') and i['status'] in ('pass', 'xpass'):
+            log(f'PASSED AFTER A RETRY: {i["suite"]} {i["test"]} (first '
+                f'{i["retried"]})')
     for i in bad:
         log(f'FAILED: {i["suite"]} {i["test"]} ({i["status"]}) {i["detail"]}')
     for i in res.items:
         if i['status'] == 'xpass':
             log(f'NOW PASSING (remove from tests/known-failures): '
                 f'{i["suite"]} {i["test"]} ({i["detail"]})')
+    for suite, test, what in gone:
+        log(f'SKIP GONE (not a failure; remove it from tests/expected-skips '
+            f'if it holds on the CI machine too): {suite} {test}: {what}')
     log(f'expected failures (tests/known-failures): {res.count("xfail")}')
-    summary = (f'{res.count("pass") + res.count("xpass")} passed, '
-               f'{len(bad)} failed, {res.count("skip")} skipped')
+    summary = summary_line(res)
     if args.summary:
         with open(args.summary, 'w', encoding='utf-8') as f:
             f.write(summary + '\n')

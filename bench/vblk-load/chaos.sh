@@ -1,24 +1,76 @@
-#!/bin/sh
-# vblk-load --chaos against one QEMU build: test-image, every case with and
-# without an IOThread, then the self-tests, which must fail in their own
-# way (docs/vblk-load.md, "A hostile driver"):
+#!/bin/bash
+# vblk-load --chaos against one QEMU build: test-image, every case in each
+# configuration below that its ring layout allows, then the self-tests,
+# which must fail in their own way (docs/vblk-load.md, "A hostile driver"):
 #   bench/vblk-load/chaos.sh build/fork/qemu-system-x86_64
+#   bench/vblk-load/chaos.sh --list      # the names of the runs, one a line
+#   bench/vblk-load/chaos.sh --configs iothread,packed-irq build/base/qemu-system-x86_64
 # One line per run, "ok NAME: what happened" or "FAIL NAME: why" (with the
 # command that reproduces it); exit status 1 if any run failed.
-set -u
-QEMU=${1:?usage: chaos.sh PATH-TO-qemu-system-x86_64}
-case $QEMU in
-/*) ;;
-*/*) QEMU=$PWD/$QEMU ;;
-esac
+set -uo pipefail
 cd "$(dirname "$0")"
 V=./vblk-load
+
+# NAME RING ARGS: the device on an IOThread (the path the series changed)
+# with the good queue polled, then waiting for interrupts with and without
+# EVENT_IDX (a lost notification stalls it), then in the main loop; the
+# disk with aio=native and io_uring; the same on a packed ring
+CONFIGS='iothread             split  --iothread on
+iothread-irq         split  --iothread on --mode irq
+iothread-irq-noevidx split  --iothread on --mode irq --event-idx off
+main-loop            split  --iothread off
+native-irq           split  --iothread on --mode irq --aio native
+io_uring-irq         split  --iothread on --mode irq --aio io_uring
+packed-irq           packed --iothread on --mode irq --ring packed
+packed-irq-noevidx   packed --iothread on --mode irq --event-idx off --ring packed
+packed-io_uring      packed --iothread on --aio io_uring --ring packed
+packed-main-loop     packed --iothread off --mode irq --ring packed'
+
+# --configs NAME,...: only these configurations
+only=
+if [ "${1:-}" = --configs ]; then
+    only=${2:?usage: chaos.sh --configs NAME,... [--list | QEMU]}
+    shift 2
+    for c in ${only//,/ }; do
+        grep -q "^$c " <<<"$CONFIGS" ||
+            { echo "chaos.sh: no configuration '$c'; there are: $(cut -d' ' -f1 <<<"$CONFIGS" | xargs)" >&2
+              exit 2; }
+    done
+fi
+
+# NAME CASE ARGS... for every case and configuration that applies to it
+runs() {
+    $V --chaos list | while read -r c rings _; do
+        while read -r name ring args; do
+            case ",$rings," in
+            *",$ring,"*) ;;
+            *) continue ;;
+            esac
+            case ",${only:-$name}," in
+            *",$name,"*) echo "$c/$name $c $args" ;;
+            esac
+        done <<<"$CONFIGS"
+    done
+}
+
+if [ "${1:-}" = --list ]; then
+    echo test-image
+    runs | cut -d' ' -f1
+    $V --chaos selftests | cut -f1
+    exit 0
+fi
+QEMU=${1:?usage: chaos.sh [--configs NAME,...] PATH-TO-qemu-system-x86_64 | --list}
+case $QEMU in
+/*) ;;
+*/*) QEMU=$OLDPWD/$QEMU ;;
+esac
 fail=0
 
-# run NAME WANT ARGS...: one vblk-load --chaos run, which must exit WANT
+# run NAME WANT EXPECT ARGS...: one vblk-load --chaos run, which must exit
+# WANT and, if EXPECT is not empty, print it
 run() {
-    name=$1 want=$2
-    shift 2
+    name=$1 want=$2 expect=$3
+    shift 3
     out=$(timeout -k 5 60 $V --qemu "$QEMU" "$@" 2>&1)
     rc=$?
     last=$(printf '%s\n' "$out" | grep -v '^  ' | tail -1)
@@ -28,10 +80,11 @@ run() {
     124|137) why="vblk-load timed out (60s)" ;;
     *) why="exit status $rc" ;;
     esac
-    if [ "$rc" -eq "$want" ]; then
+    if [ "$rc" -eq "$want" ] && { [ -z "$expect" ] || grep -qF -- "$expect" <<<"$out"; }; then
         echo "ok   $name: ${last#ok   }"
     else
         fail=1
+        [ "$rc" -ne "$want" ] || why="its message lacks '$expect'"
         echo "FAIL $name: $why, expected $want: $last"
         echo "    reproduce: bench/vblk-load/vblk-load --qemu $QEMU $*"
         printf '%s\n' "$out" | sed 's/^/    | /' | tail -12
@@ -39,23 +92,17 @@ run() {
 }
 
 if ./test-image >/dev/null 2>&1; then
-    echo "ok   test-image: the image check catches changed bytes"
+    echo "ok   test-image: the image check catches changed bytes and stale generations"
 else
     fail=1
     echo "FAIL test-image: the image check is blind"; ./test-image | sed 's/^/    | /'
 fi
-# the device on an IOThread (the path the series changed) with the good
-# queue polled, then waiting for interrupts with and without EVENT_IDX (a
-# lost notification stalls it), then in the main loop
-for c in $($V --chaos list | cut -d' ' -f1); do
-    run "$c/iothread" 0 --chaos "$c" --iothread on
-    run "$c/iothread-irq" 0 --chaos "$c" --iothread on --mode irq
-    run "$c/iothread-irq-noevidx" 0 --chaos "$c" --iothread on --mode irq --event-idx off
-    run "$c/main-loop" 0 --chaos "$c" --iothread off
-done
-while read -r c want rest; do
-    run "$c" "$want" --chaos "$c" --timeout 2
-done <<END
-$($V --chaos selftests)
-END
+while read -r name c args; do
+    # shellcheck disable=SC2086
+    run "$name" 0 "" --chaos "$c" $args
+done < <(runs)
+while IFS=$'\t' read -r c want expect _; do
+    [ "$expect" != - ] || expect=
+    run "$c" "$want" "$expect" --chaos "$c" --timeout 2
+done < <($V --chaos selftests)
 exit $fail

@@ -33,6 +33,9 @@ run "--device-opts"              0 --qemu "$QEMU" --duration 0.2 --device-opts s
 run "unknown device property"    1 --qemu "$QEMU" --duration 0.2 --device-opts x-no-such-property=1
 run "no IOThread, randrw"        0 --qemu "$QEMU" --duration 0.5 --iothread off --rw randrw
 run "verify on a file"           0 --qemu "$QEMU" --duration 0.5 --rw randrw --verify --blockdev "driver=file,filename=$img"
+run "packed ring, poll"          0 --qemu "$QEMU" --duration 0.5 --ring packed
+run "packed ring, irq, 2 queues, --threads" 0 --qemu "$QEMU" --duration 0.5 --ring packed --mode irq --queues 2 --depth 8 --threads
+run "packed ring, irq, no EVENT_IDX, verify" 0 --qemu "$QEMU" --duration 0.5 --ring packed --mode irq --event-idx off --rw randrw --verify --blockdev "driver=file,filename=$img"
 run "verify fails on null-co"    1 --qemu "$QEMU" --duration 0.5 --rw randrw --verify
 run "json"                       0 --qemu "$QEMU" --duration 0.2 --json
 # --kick eventfd: every kick written to the queue's ioeventfd, none over qtest
@@ -57,8 +60,13 @@ esac
 run "chaos: zero-length buffer"  0 --qemu "$QEMU" --chaos zero-len
 run "chaos: past the disk's end" 0 --qemu "$QEMU" --chaos past-end
 run "chaos: undeclared write fails" 1 --qemu "$QEMU" --chaos selftest-corrupt
+run "chaos: packed ring, buffer id 65535" 0 --qemu "$QEMU" --chaos bad-head --ring packed
+run "chaos: discard flags, io_uring" 0 --qemu "$QEMU" --chaos dwz-flags --aio io_uring
+run "chaos: a lost write is seen"  1 --qemu "$QEMU" --chaos selftest-stale
 run "bad option"                 2 --depth 0
 run "bad --kick"                 2 --kick later
+run "bad --ring"                 2 --ring round
+run "--aio without --chaos"      2 --aio native
 run "bad --device-opts"          2 --device-opts ",a=b"
 run "missing QEMU"               1 --qemu /nonexistent/qemu-system-x86_64
 run "QEMU fails to start"        1 --qemu "$QEMU" --blockdev driver=no-such-driver

@@ -27,6 +27,44 @@ void image_pattern(uint8_t *buf, uint64_t sector, unsigned n, uint64_t seed)
     }
 }
 
+#define GEN_MAGIC 0x564c4247u     /* "GBLV" */
+
+static uint64_t gen_word(uint64_t sector, unsigned off, uint64_t seed, uint32_t gen)
+{
+    uint64_t v = (sector * 0x9e3779b97f4a7c15ull) ^ (gen * 0xc2b2ae3d27d4eb4full) ^ seed ^ off;
+    v ^= v >> 29;
+    v *= 0xbf58476d1ce4e5b9ull;
+    return v ^ (v >> 32);
+}
+
+void image_gen_pattern(uint8_t *buf, uint64_t sector, unsigned n, uint64_t seed,
+                       uint32_t gen)
+{
+    for (unsigned i = 0; i < n; i++, sector++) {
+        uint8_t *p = buf + i * SECTOR;
+        uint32_t head[2] = { gen, GEN_MAGIC };
+        memcpy(p, head, 8);
+        memcpy(p + 8, &sector, 8);
+        for (unsigned off = 16; off < SECTOR; off += 8) {
+            uint64_t v = gen_word(sector, off, seed, gen);
+            memcpy(p + off, &v, 8);
+        }
+    }
+}
+
+uint32_t image_gen_of(const uint8_t *buf, uint64_t seed, uint64_t *sector)
+{
+    uint32_t head[2];
+    uint8_t want[SECTOR];
+    memcpy(head, buf, 8);
+    memcpy(sector, buf + 8, 8);
+    if (head[1] != GEN_MAGIC || head[0] == 0 || head[0] == GEN_NONE) {
+        return 0;
+    }
+    image_gen_pattern(want, *sector, 1, seed, head[0]);
+    return memcmp(want, buf, SECTOR) ? 0 : head[0];
+}
+
 void image_create(const char *path, uint64_t n, uint64_t seed)
 {
     static uint8_t buf[CHUNK * SECTOR];
@@ -54,20 +92,77 @@ static bool in_mod(const struct image_rules *r, uint64_t s)
     return false;
 }
 
-/* Is sector s of buf as the rules allow? */
-static bool sector_ok(const struct image_rules *r, uint64_t s, const uint8_t *buf)
+bool image_holds(const uint8_t *buf, uint64_t s, uint64_t orig_seed, uint64_t seed,
+                 uint32_t gen)
 {
     uint8_t want[SECTOR];
+    if (gen == GEN_NONE) {
+        return false;
+    }
+    if (gen == 0) {
+        image_pattern(want, s, 1, orig_seed);
+    } else {
+        image_gen_pattern(want, s, 1, seed, gen);
+    }
+    return !memcmp(want, buf, SECTOR);
+}
+
+/* Does sector s of buf hold generation gen (0: the original data)? */
+static bool holds_gen(const struct image_rules *r, uint64_t s, const uint8_t *buf,
+                      uint32_t gen)
+{
+    return image_holds(buf, s, r->seed, r->good_seed, gen);
+}
+
+/* Is sector s of buf as the rules allow?  If not, why (in why). */
+static bool sector_ok(const struct image_rules *r, uint64_t s, const uint8_t *buf,
+                      char *why, size_t len)
+{
+    uint64_t named = 0;
     if (in_mod(r, s)) {
         return true;
     }
-    image_pattern(want, s, 1, r->seed);
-    if (!memcmp(want, buf, SECTOR)) {
+    if (s >= r->good_sectors) {
+        if (holds_gen(r, s, buf, 0)) {
+            return true;
+        }
+        snprintf(why, len, "sector %" PRIu64 " changed (no request of the case was "
+                 "allowed to change it)", s);
+        return false;
+    }
+    uint32_t found = image_gen_of(buf, r->good_seed, &named);
+    if (!r->good_gen) {
+        if (holds_gen(r, s, buf, 0) || (found && named == s)) {
+            return true;
+        }
+        snprintf(why, len, "sector %" PRIu64 " changed (good queue's region, neither the "
+                 "original nor the good queue's data)", s);
+        return false;
+    }
+    uint64_t b = s / r->good_block;
+    uint32_t g = r->good_gen[b], alt = r->good_alt ? r->good_alt[b] : GEN_NONE;
+    if (holds_gen(r, s, buf, g) || holds_gen(r, s, buf, alt)) {
         return true;
     }
-    if (s < r->good_sectors) {
-        image_pattern(want, s, 1, r->good_seed);
-        return !memcmp(want, buf, SECTOR);
+    char a[48] = "";
+    if (alt != GEN_NONE) {
+        snprintf(a, sizeof(a), " or %u", alt);
+    }
+    if (found && named == s) {
+        snprintf(why, len, "sector %" PRIu64 " holds generation %u where the driver's "
+                 "last completed write was generation %u%s (0: the original data): a "
+                 "lost or stale write", s, found, g, a);
+    } else if (found) {
+        snprintf(why, len, "sector %" PRIu64 " holds generation %u of sector %" PRIu64
+                 " (generation %u%s expected): a write that went to the wrong place",
+                 s, found, named, g, a);
+    } else if (holds_gen(r, s, buf, 0)) {
+        snprintf(why, len, "sector %" PRIu64 " holds the original data where the "
+                 "driver's last completed write was generation %u%s: a lost write", s,
+                 g, a);
+    } else {
+        snprintf(why, len, "sector %" PRIu64 " holds data of no write of the driver "
+                 "(generation %u%s expected)", s, g, a);
     }
     return false;
 }
@@ -98,11 +193,9 @@ uint64_t image_check(const char *path, const struct image_rules *r, char *why, s
             break;
         }
         for (unsigned i = 0; i < k; i++) {
-            if (!sector_ok(r, s + i, buf + i * SECTOR) && !bad++) {
-                snprintf(why, len, "sector %" PRIu64 " changed (%s)", s + i,
-                         s + i < r->good_sectors ? "good queue's region, neither the "
-                         "original nor the good queue's data" : "no request of the case "
-                         "was allowed to change it");
+            char w[256];
+            if (!sector_ok(r, s + i, buf + i * SECTOR, w, sizeof(w)) && !bad++) {
+                snprintf(why, len, "%s", w);
             }
         }
     }

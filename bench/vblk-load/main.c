@@ -62,6 +62,8 @@ static void usage(FILE *f)
 "  --event-idx on|off   negotiate VIRTIO_RING_F_EVENT_IDX (default on)\n"
 "  --iothread on|off    put the device on an IOThread (default on)\n"
 "  --poll-max-ns N      the IOThread's poll-max-ns (default: QEMU's)\n"
+"  --ring split|packed  virtqueue layout (default split; packed negotiates\n"
+"                       VIRTIO_F_RING_PACKED and sets the device's packed=on)\n"
 "  --mode poll|irq      completions by polling the used ring, or by\n"
 "                       waiting for the MSI-X message (default poll)\n"
 "  --blockdev STRING    -blockdev option (default %s);\n"
@@ -85,9 +87,11 @@ static void usage(FILE *f)
 "  --chaos CASE         be a hostile guest on queue 1 while queue 0 does checked\n"
 "                       I/O, in a fresh QEMU on a disk image of its own; assert\n"
 "                       what QEMU must do (--chaos list: the cases).  Only\n"
-"                       --qemu, --iothread, --mode, --event-idx, --timeout and\n"
-"                       --seed apply.  Exit status 3: QEMU died, 4: QEMU\n"
-"                       stopped answering\n"
+"                       --qemu, --iothread, --mode, --event-idx, --ring, --aio,\n"
+"                       --timeout and --seed apply.  Exit status 3: QEMU died,\n"
+"                       4: QEMU stopped answering\n"
+"  --aio threads|native|io_uring  the --chaos disk's aio mode (default threads;\n"
+"                       native opens it with O_DIRECT)\n"
 "  -h, --help           this help\n",
         opt.blockdev);
 }
@@ -147,7 +151,8 @@ static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
            O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP,
-           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS, O_QTESTLOG };
+           O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS, O_QTESTLOG, O_RING,
+           O_AIO };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -159,6 +164,7 @@ static void parse_args(int argc, char **argv)
         { "poll-max-ns", 1, 0, O_POLLMAX }, { "spin", 0, 0, O_SPIN },
         { "qtest-log", 1, 0, O_QTESTLOG },
         { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "chaos", 1, 0, O_CHAOS },
+        { "ring", 1, 0, O_RING }, { "aio", 1, 0, O_AIO },
         { "help", 0, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -190,6 +196,20 @@ static void parse_args(int argc, char **argv)
         case O_RAMP: opt.ramp = parse_double("--ramp", optarg, 0, 3600); break;
         case O_EVIDX: opt.event_idx = parse_onoff("--event-idx", optarg); break;
         case O_IOT: opt.iothread = parse_onoff("--iothread", optarg); break;
+        case O_RING:
+            if (!strcmp(optarg, "split") || !strcmp(optarg, "packed")) {
+                opt.packed = !strcmp(optarg, "packed");
+            } else {
+                bad_opt("--ring", optarg, "expected split or packed");
+            }
+            break;
+        case O_AIO:
+            if (strcmp(optarg, "threads") && strcmp(optarg, "native") &&
+                strcmp(optarg, "io_uring")) {
+                bad_opt("--aio", optarg, "expected threads, native or io_uring");
+            }
+            opt.aio = optarg;
+            break;
         case O_MODE:
             if (!strcmp(optarg, "poll")) {
                 opt.irq = false;
@@ -251,6 +271,11 @@ static void parse_args(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "vblk-load: unexpected argument '%s'\n", argv[optind]);
+        exit(2);
+    }
+    if (opt.aio && !opt.chaos) {
+        fprintf(stderr, "vblk-load: --aio applies to --chaos only; give the mode in "
+                "--blockdev (e.g. aio=native,cache.direct=on)\n");
         exit(2);
     }
     if (!opt.iothread && opt.poll_max_ns >= 0) {
@@ -466,9 +491,11 @@ int main(int argc, char **argv)
                opt.queues, opt.depth, vqs[0].size, opt.threads ? opt.queues : 1);
         printf("  \"poll_max_ns\": %ld, \"spin\": %s,\n", opt.poll_max_ns,
                opt.spin ? "true" : "false");
-        printf("  \"event_idx\": %s, \"iothread\": %s, \"mode\": \"%s\", \"verify\": %s,\n",
+        printf("  \"event_idx\": %s, \"iothread\": %s, \"mode\": \"%s\", \"verify\": %s,"
+               " \"ring\": \"%s\",\n",
                opt.event_idx ? "true" : "false", opt.iothread ? "true" : "false",
-               opt.irq ? "irq" : "poll", opt.verify ? "true" : "false");
+               opt.irq ? "irq" : "poll", opt.verify ? "true" : "false",
+               opt.packed ? "packed" : "split");
         printf("  \"elapsed_s\": %.6f, \"requests\": %" PRIu64 ", \"reads\": %" PRIu64
                ", \"writes\": %" PRIu64 ", \"verified_reads\": %" PRIu64 ",\n",
                elapsed, n.done, n.reads, n.writes, n.verified);
@@ -552,9 +579,10 @@ int main(int argc, char **argv)
         printf("  \"setup_qtest_cmds\": %" PRIu64 "\n}\n", setup.cmds);
     } else {
         printf("vblk-load: %s bs=%u queues=%u depth=%u qsize=%u event_idx=%s iothread=%s "
-               "mode=%s%s\n", rw_names[opt.rw], opt.bs, opt.queues, opt.depth, vqs[0].size,
+               "mode=%s%s%s\n", rw_names[opt.rw], opt.bs, opt.queues, opt.depth, vqs[0].size,
                opt.event_idx ? "on" : "off", opt.iothread ? "on" : "off",
-               opt.irq ? "irq" : "poll", opt.threads ? " threads" : "");
+               opt.irq ? "irq" : "poll", opt.packed ? " ring=packed" : "",
+               opt.threads ? " threads" : "");
         printf("  qemu:     %s\n  blockdev: %s\n", opt.qemu, opt.blockdev);
         if (opt.extra_dev) {
             printf("  device:   %s\n", opt.extra_dev);

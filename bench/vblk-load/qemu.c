@@ -209,6 +209,11 @@ uint64_t ram_alloc(uint64_t size, uint64_t align)
     return a;
 }
 
+uint64_t ram_alloc_end(void)
+{
+    return ram_next;
+}
+
 void *gpa(uint64_t a)
 {
     return ram + a;
@@ -300,10 +305,11 @@ void qemu_start(struct qemu_conn *c)
              ram_size, mem_path);
     snprintf(mname, sizeof(mname), "%" PRIu64 "M", ram_size >> 20);
     int n = snprintf(dev, sizeof(dev), "virtio-blk-pci,id=vblk0,drive=%s,num-queues=%u,"
-                     "queue-size=%u,event_idx=%s%s%s%s", node_name,
+                     "queue-size=%u,event_idx=%s%s%s%s%s", node_name,
                      opt.dev_queues ? opt.dev_queues : opt.queues,
                      opt.queue_size, opt.event_idx ? "on" : "off",
                      opt.iothread ? ",iothread=iothread0" : "",
+                     opt.packed ? ",packed=on" : "",
                      opt.extra_dev ? "," : "", opt.extra_dev ? opt.extra_dev : "");
     if (n >= (int)sizeof(dev)) {
         die("--device-opts too long");

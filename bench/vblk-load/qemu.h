@@ -18,6 +18,8 @@ void ram_create(uint64_t size);
 void ram_unlink(void);          /* once QEMU has opened it */
 uint64_t ram_alloc(uint64_t size, uint64_t align);   /* zeroed; a guest address */
 void *gpa(uint64_t addr);
+/* The end of what ram_alloc() has handed out so far. */
+uint64_t ram_alloc_end(void);
 
 /* Start QEMU with one virtio-blk-pci device (id vblk0) from the options;
  * returns once it has connected to both sockets. */

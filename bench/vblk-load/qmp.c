@@ -562,3 +562,49 @@ void qmp_qom_set_int(const char *path, const char *prop, long long v)
     }
     free(r);
 }
+
+/* The reply to cmd (one JSON object, no newline), parsed; dies on an error
+ * reply.  Returns the index of its "return" member. */
+static int qmp_exec(const char *cmd, const char *what, struct jdoc *d)
+{
+    char line[1024];
+    snprintf(line, sizeof(line), "%s\n", cmd);
+    qmp_send(line);
+    char *r = qmp_reply(what);
+    if (!json_parse(d, r)) {
+        die("QMP %s: not JSON: %.300s", what, r);
+    }
+    int e = json_get(d, 0, "error"), ret = json_get(d, 0, "return");
+    if (e >= 0 || ret < 0) {
+        int desc = json_get(d, e, "desc");
+        die("QMP %s failed: %s", what, desc >= 0 && d->n[desc].t == J_STR ? d->n[desc].str : r);
+    }
+    free(r);
+    return ret;
+}
+
+void qmp_virtqueue_status(const char *path, unsigned queue, struct vq_status *st)
+{
+    char cmd[512];
+    struct jdoc d;
+    snprintf(cmd, sizeof(cmd), "{\"execute\": \"x-query-virtio-queue-status\", "
+             "\"arguments\": {\"path\": \"%s\", \"queue\": %u}}", path, queue);
+    int ret = qmp_exec(cmd, "x-query-virtio-queue-status", &d);
+    if (!get_count(&d, ret, "inuse", &st->inuse) ||
+        !get_count(&d, ret, "last-avail-idx", &st->last_avail) ||
+        !get_count(&d, ret, "used-idx", &st->used)) {
+        die("x-query-virtio-queue-status: no inuse, last-avail-idx or used-idx in the reply");
+    }
+    jdoc_free(&d);
+}
+
+void qmp_iops_limit(const char *id, unsigned iops)
+{
+    char cmd[512];
+    struct jdoc d;
+    snprintf(cmd, sizeof(cmd), "{\"execute\": \"block_set_io_throttle\", \"arguments\": "
+             "{\"id\": \"%s\", \"bps\": 0, \"bps_rd\": 0, \"bps_wr\": 0, \"iops\": %u, "
+             "\"iops_rd\": 0, \"iops_wr\": 0}}", id, iops);
+    qmp_exec(cmd, "block_set_io_throttle", &d);
+    jdoc_free(&d);
+}

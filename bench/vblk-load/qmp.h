@@ -44,4 +44,15 @@ bool qmp_queue_stats(const char *path, struct qstats *out);
 long long qmp_qom_get_int(const char *path, const char *prop);
 void qmp_qom_set_int(const char *path, const char *prop, long long v);
 
+/* x-query-virtio-queue-status of one queue: requests (split) or
+ * descriptors (packed) the device has popped and not completed, and its
+ * avail and used indexes.  Dies on an error. */
+struct vq_status { uint64_t inuse, last_avail, used; };
+void qmp_virtqueue_status(const char *path, unsigned queue, struct vq_status *st);
+/* block_set_io_throttle on the device with qdev id: at most iops requests
+ * per second (0: no limit).  Under qtest the limit's clock is the virtual
+ * clock, which does not advance: once the first request has passed, the
+ * limit holds every request until it is lifted or a drain releases it. */
+void qmp_iops_limit(const char *id, unsigned iops);
+
 #endif

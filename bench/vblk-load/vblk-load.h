@@ -7,7 +7,7 @@
  *   qmp.c     the QMP client and QEMU's virtqueue statistics
  *   qemu.c    the QEMU process, its sockets and the guest RAM file
  *   pci.c     PCI configuration space, BARs, capabilities
- *   virtio.c  virtio-pci initialisation and the split virtqueues
+ *   virtio.c  virtio-pci initialisation, split and packed virtqueues
  *   driver.c  the load loop, the measured window, --threads
  *   stats.c   latency histogram, CPU per thread, strace
  *   image.c   the disk image of --chaos and the check of what changed
@@ -39,7 +39,9 @@ struct options {
     unsigned queue_size;
     const char *extra_dev;
     uint64_t seed;
+    bool packed;            /* --ring packed: VIRTIO_F_RING_PACKED */
     const char *chaos;      /* --chaos CASE: a hostile guest (chaos.c) */
+    const char *aio;        /* --aio: the --chaos disk's aio mode */
     unsigned dev_queues;    /* the device's num-queues, if not opt.queues */
     const char *qtest_log;  /* -qtest-log: "none", or a file QEMU writes */
 };

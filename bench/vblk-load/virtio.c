@@ -1,13 +1,16 @@
 /*
- * virtio-pci setup and the split virtqueues (virtio.h): reset, feature
- * negotiation (VERSION_1, EVENT_IDX, BLK_F_MQ), MSI-X vectors whose message
- * address is a word in guest RAM, queue setup; then requests: prepare,
- * submit, kick as EVENT_IDX/NO_NOTIFY asks, reap and check status.
+ * virtio-pci setup and the virtqueues (virtio.h): reset, feature
+ * negotiation (VERSION_1, EVENT_IDX, BLK_F_MQ, RING_PACKED), MSI-X vectors
+ * whose message address is a word in guest RAM, queue setup; then
+ * requests: prepare, submit, kick as the device's event suppression asks
+ * (split: EVENT_IDX or NO_NOTIFY; packed: its event structure), reap and
+ * check status and, with --verify, data.
  */
 #include "virtio.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,9 +29,12 @@
 #define ST_FAILED      128
 
 #define F_BLK_MQ        12
+#define F_BLK_DISCARD   13
+#define F_BLK_WRITE_ZEROES 14
 #define F_INDIRECT_DESC 28
 #define F_RING_EVENT_IDX 29
 #define F_VERSION_1     32
+#define F_RING_PACKED   34
 
 /* common configuration structure offsets */
 #define CC_DFSELECT   0
@@ -47,8 +53,6 @@
 #define CC_QAVAIL     40
 #define CC_QUSED      48
 
-#define VRING_DESC_F_NEXT  1
-#define VRING_DESC_F_WRITE 2
 #define VRING_USED_F_NO_NOTIFY 1
 #define VRING_AVAIL_F_NO_INTERRUPT 1
 
@@ -60,11 +64,27 @@ struct blk_hdr { uint32_t type; uint32_t ioprio; uint64_t sector; };
 
 struct vq *vqs;
 uint64_t capacity_sectors;
+bool ring_packed;
 static struct vpci dev;
 static bool use_event_idx;
 static uint64_t io_first, io_limit, io_sectors;   /* the sectors requests go to */
-static uint8_t *written_map;    /* --verify: blocks a completed write covered */
 static uint64_t msi_area;       /* MSI-X message words: config, then a queue each */
+
+/*
+ * --verify: every write carries a new generation number (image.h's
+ * pattern), and no two requests of the run are in flight on one block at
+ * a time, so a read must find exactly the generation of the block's last
+ * completed write; an overwrite that was lost, or a read that returns
+ * older data, shows as the wrong generation.  gen 0 is the data before the
+ * run, checked only when it is known (virtio_verify_original).  A write
+ * that the driver gave up (virtio_abandon) may or may not have happened:
+ * it is the block's alternative until a later write completes.
+ */
+static uint32_t *blk_gen, *blk_alt;
+static uint8_t *blk_busy;
+static uint32_t gen_next;
+static bool orig_known;
+static uint64_t orig_seed;
 
 static uint64_t rnd(struct vq *q)
 {
@@ -75,16 +95,83 @@ static uint64_t rnd(struct vq *q)
     return q->rng * 2685821657736338717ull;
 }
 
-static void fill_pattern(uint8_t *buf, uint64_t sector, unsigned len)
+static unsigned sectors_per_block(void)
 {
-    image_pattern(buf, sector, len / 512, opt.seed);
+    return opt.bs / 512;
+}
+
+void virtio_verify_original(uint64_t seed)
+{
+    orig_known = true;
+    orig_seed = seed;
+}
+
+void virtio_verify_state(const uint32_t **gen, const uint32_t **alt, unsigned *block)
+{
+    *gen = blk_gen;
+    *alt = blk_alt;
+    *block = sectors_per_block();
+}
+
+void virtio_verify_read_next(struct vq *q, uint64_t blk)
+{
+    q->force_read = blk;
+}
+
+/* --verify: take block blk if no request is in flight on it */
+static bool take_block(uint64_t blk)
+{
+    return !opt.verify || !__atomic_exchange_n(&blk_busy[blk], 1, __ATOMIC_ACQUIRE);
+}
+
+static void release_block(uint64_t blk)
+{
+    if (opt.verify) {
+        __atomic_store_n(&blk_busy[blk], 0, __ATOMIC_RELEASE);
+    }
+}
+
+static uint64_t slot_block(const struct slot *s)
+{
+    return (s->sector - io_first) / sectors_per_block();
+}
+
+/* The block of q's next request, taken (with --verify, one that has no
+ * request in flight). */
+static uint64_t pick_block(struct vq *q, bool *write)
+{
+    uint64_t blocks = io_sectors / sectors_per_block();
+    uint64_t blk = 0;
+    if (q->force_read >= 0) {
+        blk = q->force_read;
+        q->force_read = -1;
+        *write = false;
+        if (!take_block(blk)) {
+            die("--verify self-test: block %" PRIu64 " is busy", blk);
+        }
+        return blk;
+    }
+    for (uint64_t tries = 0; tries <= 4 * blocks + 64; tries++) {
+        if (opt.rw == RW_READ || opt.rw == RW_WRITE) {
+            /* each queue streams through its own share of the disk */
+            uint64_t per = blocks / opt.queues;
+            if (per == 0) {
+                per = 1;
+            }
+            blk = (q->idx * per + q->seq_next++ % per) % blocks;
+        } else {
+            blk = rnd(q) % blocks;
+        }
+        if (take_block(blk)) {
+            return blk;
+        }
+    }
+    die("--verify: no block without a request in flight (%" PRIu64 " blocks)", blocks);
 }
 
 static void prepare_request(struct vq *q, struct slot *s)
 {
     bool write;
-    uint64_t blocks = io_sectors / (opt.bs / 512);
-    uint64_t blk;
     switch (opt.rw) {
     case RW_READ: write = false; break;
     case RW_WRITE: write = true; break;
@@ -92,30 +179,23 @@ static void prepare_request(struct vq *q, struct slot *s)
     case RW_RANDWRITE: write = true; break;
     default: write = (rnd(q) % 100) >= opt.rwmix_read; break;
     }
-    if (opt.rw == RW_READ || opt.rw == RW_WRITE) {
-        /* each queue streams through its own share of the disk */
-        uint64_t per = blocks / opt.queues;
-        if (per == 0) {
-            per = 1;
-        }
-        blk = (q->idx * per + q->seq_next++ % per) % blocks;
-    } else {
-        blk = rnd(q) % blocks;
-    }
-    s->sector = io_first + blk * (opt.bs / 512);
+    uint64_t blk = pick_block(q, &write);
+    s->sector = io_first + blk * sectors_per_block();
     s->write = write;
     s->check = false;
     struct blk_hdr *h = gpa(s->hdr_gpa);
     h->type = write ? BLK_T_OUT : BLK_T_IN;
     h->ioprio = 0;
     h->sector = s->sector;
-    struct vdesc *d = &q->desc[(s - q->slots) * 3 + 1];
-    d->flags = VRING_DESC_F_NEXT | (write ? 0 : VRING_DESC_F_WRITE);
     if (opt.verify) {
         if (write) {
-            fill_pattern(gpa(s->buf_gpa), s->sector, opt.bs);
+            s->gen = __atomic_add_fetch(&gen_next, 1, __ATOMIC_RELAXED);
+            image_gen_pattern(gpa(s->buf_gpa), s->sector, sectors_per_block(), opt.seed,
+                              s->gen);
         } else {
-            s->check = __atomic_load_n(&written_map[blk], __ATOMIC_RELAXED);
+            s->gen = blk_gen[blk];
+            s->alt = blk_alt[blk];
+            s->check = s->gen || orig_known;
             if (s->check) {
                 memset(gpa(s->buf_gpa), 0xa5, opt.bs);
             }
@@ -124,20 +204,90 @@ static void prepare_request(struct vq *q, struct slot *s)
     *(volatile uint8_t *)gpa(s->st_gpa) = 0xff;
 }
 
+/* split: the slot's fixed data descriptor gets the direction */
+static void split_submit(struct vq *q, struct slot *s)
+{
+    unsigned n = s - q->slots;
+    struct vdesc *d = &q->desc[n * 3 + 1];
+    d->flags = VRING_DESC_F_NEXT | (s->write ? 0 : VRING_DESC_F_WRITE);
+    q->avail[2 + (q->avail_idx % q->size)] = n * 3;
+    q->avail_idx++;
+}
+
+/* Is the packed ring's descriptor count i on an even lap (wrap counter 1)? */
+static bool packed_wrap(const struct vq *q, uint16_t i)
+{
+    return !((i / q->size) & 1);
+}
+
+/* packed: the chain at the next three ring positions, buffer id = slot;
+ * the head's flags last, which makes the chain available */
+static void packed_submit(struct vq *q, struct slot *s)
+{
+    const uint64_t addr[3] = { s->hdr_gpa, s->buf_gpa, s->st_gpa };
+    const uint32_t len[3] = { 16, opt.bs, 1 };
+    const uint16_t fl[3] = { VRING_DESC_F_NEXT,
+                             VRING_DESC_F_NEXT | (s->write ? 0 : VRING_DESC_F_WRITE),
+                             VRING_DESC_F_WRITE };
+    unsigned head = q->avail_idx % q->size;
+    uint16_t head_flags = 0;
+    for (unsigned k = 0; k < 3; k++) {
+        uint16_t i = q->avail_idx + k;
+        struct pdesc *d = &q->pdesc[i % q->size];
+        uint16_t f = fl[k] | (packed_wrap(q, i) ? VRING_PACKED_F_AVAIL : VRING_PACKED_F_USED);
+        d->addr = addr[k];
+        d->len = len[k];
+        d->id = s - q->slots;
+        if (k) {
+            d->flags = f;
+        } else {
+            head_flags = f;
+        }
+    }
+    __atomic_store_n(&q->pdesc[head].flags, head_flags, __ATOMIC_RELEASE);
+    q->avail_idx += 3;
+}
+
+/* packed, EVENT_IDX: does the device's off_wrap fall in (old, new]? */
+static bool packed_need_kick(struct vq *q, uint16_t old, uint16_t new)
+{
+    uint16_t flags = q->dev_evt[1];
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint16_t off_wrap = q->dev_evt[0];
+    if (flags == PACKED_EVENT_DISABLE) {
+        return false;
+    }
+    if (flags != PACKED_EVENT_DESC || !use_event_idx) {
+        return true;
+    }
+    /* the event as a descriptor count: in this lap, or the one before */
+    uint16_t lap = new - new % q->size;
+    uint16_t ev = lap + (off_wrap & 0x7fff);
+    if (!(off_wrap >> 15) != !packed_wrap(q, new)) {
+        ev -= q->size;
+    }
+    return (uint16_t)(new - ev - 1) < (uint16_t)(new - old);
+}
+
 void kick_if_needed(struct vq *q, uint16_t old, bool count)
 {
     uint16_t new = q->avail_idx;
     if (new == old) {
         return;
     }
-    __atomic_store_n(&q->avail[1], new, __ATOMIC_RELEASE);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     bool kick;
-    if (use_event_idx) {
-        uint16_t ev = *q->avail_event;
-        kick = (uint16_t)(new - ev - 1) < (uint16_t)(new - old);
+    if (ring_packed) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        kick = packed_need_kick(q, old, new);
     } else {
-        kick = !(q->used_hdr[0] & VRING_USED_F_NO_NOTIFY);
+        __atomic_store_n(&q->avail[1], new, __ATOMIC_RELEASE);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (use_event_idx) {
+            uint16_t ev = *q->avail_event;
+            kick = (uint16_t)(new - ev - 1) < (uint16_t)(new - old);
+        } else {
+            kick = !(q->used_hdr[0] & VRING_USED_F_NO_NOTIFY);
+        }
     }
     if (kick && q->has_kick_fd) {
         uint64_t one = 1;
@@ -157,37 +307,87 @@ void submit_slot(struct vq *q, struct slot *s)
     s->inflight = true;
     q->inflight++;
     s->submit_ns = now_ns();
-    q->avail[2 + (q->avail_idx % q->size)] = (s - q->slots) * 3;
-    q->avail_idx++;
+    if (ring_packed) {
+        packed_submit(q, s);
+    } else {
+        split_submit(q, s);
+    }
 }
 
 static void verify_read(struct vq *q, struct slot *s)
 {
     uint8_t *buf = gpa(s->buf_gpa);
-    uint8_t expect[512];
     for (unsigned off = 0; off < opt.bs; off += 512) {
-        fill_pattern(expect, s->sector + off / 512, 512);
-        if (memcmp(expect, buf + off, 512)) {
-            die("verify: data mismatch at sector %" PRIu64 " (reading back what this run "
-                "wrote; a null-co backend cannot pass --verify)", s->sector + off / 512);
+        uint64_t sec = s->sector + off / 512, named = 0;
+        if ((s->gen || orig_known) &&
+            image_holds(buf + off, sec, orig_seed, opt.seed, s->gen)) {
+            continue;
         }
+        if (image_holds(buf + off, sec, orig_seed, opt.seed, s->alt)) {
+            continue;
+        }
+        char a[48] = "", found[96];
+        if (s->alt != GEN_NONE) {
+            snprintf(a, sizeof(a), " (or %u, a write given up)", s->alt);
+        }
+        uint32_t g = image_gen_of(buf + off, opt.seed, &named);
+        if (g && named == sec) {
+            snprintf(found, sizeof(found), "generation %u", g);
+        } else if (g) {
+            snprintf(found, sizeof(found), "generation %u of sector %" PRIu64, g, named);
+        } else if (orig_known && image_holds(buf + off, sec, orig_seed, opt.seed, 0)) {
+            snprintf(found, sizeof(found), "the data from before the run");
+        } else {
+            snprintf(found, sizeof(found), "data of no write of this run");
+        }
+        die("verify: queue %u read sector %" PRIu64 " and found %s; the last completed "
+            "write to it was generation %u%s (0: none in this run): a lost or stale "
+            "write, or a stale read (a null-co backend cannot pass --verify)",
+            q->idx, sec, found, s->gen, a);
     }
     q->n.verified++;
 }
 
+bool used_pending(struct vq *q)
+{
+    if (ring_packed) {
+        uint16_t f = __atomic_load_n(&q->pdesc[q->last_used % q->size].flags,
+                                     __ATOMIC_ACQUIRE);
+        bool w = packed_wrap(q, q->last_used);
+        return !(f & VRING_PACKED_F_AVAIL) == !w && !(f & VRING_PACKED_F_USED) == !w;
+    }
+    return __atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE) != q->last_used;
+}
+
+/* The next used request of q (and consume it), or NULL. */
+static struct slot *next_used(struct vq *q)
+{
+    unsigned id;
+    if (!used_pending(q)) {
+        return NULL;
+    }
+    if (ring_packed) {
+        id = q->pdesc[q->last_used % q->size].id;
+        if (id >= opt.depth || !q->slots[id].inflight) {
+            die("device returned a bad buffer id %u on queue %u", id, q->idx);
+        }
+        q->last_used += 3;
+        return &q->slots[id];
+    }
+    id = q->used_ring[q->last_used % q->size].id;
+    q->last_used++;
+    if (id % 3 || id / 3 >= opt.depth || !q->slots[id / 3].inflight) {
+        die("device returned a bad used id %u on queue %u", id, q->idx);
+    }
+    return &q->slots[id / 3];
+}
+
 unsigned reap(struct vq *q, bool count)
 {
-    uint16_t used = __atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE);
     unsigned n = 0;
     uint64_t t = 0;
-    while (q->last_used != used) {
-        struct vused_elem *e = &q->used_ring[q->last_used % q->size];
-        uint32_t id = e->id;
-        q->last_used++;
-        if (id % 3 || id / 3 >= opt.depth || !q->slots[id / 3].inflight) {
-            die("device returned a bad used id %u on queue %u", id, q->idx);
-        }
-        struct slot *s = &q->slots[id / 3];
+    struct slot *s;
+    while ((s = next_used(q))) {
         uint8_t st = *(volatile uint8_t *)gpa(s->st_gpa);
         if (st != BLK_S_OK) {
             die("request %s sector %" PRIu64 " on queue %u: status %u (not VIRTIO_BLK_S_OK)",
@@ -205,22 +405,44 @@ unsigned reap(struct vq *q, bool count)
             q->n.writes += s->write;
             q->n.reads += !s->write;
         }
-        if (s->write) {
-            if (opt.verify) {
-                __atomic_store_n(&written_map[(s->sector - io_first) / (opt.bs / 512)], 1,
-                                 __ATOMIC_RELAXED);
+        if (opt.verify) {
+            uint64_t blk = slot_block(s);
+            if (s->write) {
+                blk_gen[blk] = s->gen;
+                blk_alt[blk] = GEN_NONE;
+            } else if (s->check) {
+                verify_read(q, s);
             }
-        } else if (s->check) {
-            verify_read(q, s);
+            release_block(blk);
         }
-        q->free[q->nfree++] = id / 3;
+        q->free[q->nfree++] = s - q->slots;
         n++;
     }
-    if (n && use_event_idx && !opt.irq) {
+    if (n && use_event_idx && !opt.irq && !ring_packed) {
         /* poll mode: keep the device's interrupt threshold far away */
         q->avail[2 + q->size] = q->last_used + 0x7fff;
     }
     return n;
+}
+
+void virtio_abandon(struct vq *q)
+{
+    for (unsigned i = 0; i < opt.depth; i++) {
+        struct slot *s = &q->slots[i];
+        if (!s->inflight) {
+            continue;
+        }
+        if (opt.verify) {
+            uint64_t blk = slot_block(s);
+            if (s->write) {
+                blk_alt[blk] = s->gen;
+            }
+            release_block(blk);
+        }
+        s->inflight = false;
+        q->inflight--;
+    }
+    q->nfree = 0;
 }
 
 void refill(struct vq *q, bool stopping, bool count)
@@ -238,7 +460,12 @@ void refill(struct vq *q, bool stopping, bool count)
 void arm_irq(struct vq *q)
 {
     if (use_event_idx) {
-        __atomic_store_n(&q->avail[2 + q->size], q->last_used, __ATOMIC_RELAXED);
+        if (ring_packed) {
+            unsigned pos = q->last_used % q->size;
+            q->drv_evt[0] = pos | (packed_wrap(q, q->last_used) ? 0x8000 : 0);
+        } else {
+            __atomic_store_n(&q->avail[2 + q->size], q->last_used, __ATOMIC_RELAXED);
+        }
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
@@ -263,7 +490,7 @@ unsigned service_queue(struct vq *q, bool stopping, bool count)
         n = reap(q, count);
         if (opt.irq) {
             arm_irq(q);
-            if (__atomic_load_n(&q->used_hdr[1], __ATOMIC_ACQUIRE) == q->last_used) {
+            if (!used_pending(q)) {
                 q->irq_pending = false;
             }
         }
@@ -339,6 +566,11 @@ void virtio_queue_enable(unsigned i, uint16_t v)
     writew(dev.common + CC_QENABLE, v);
 }
 
+uint32_t virtio_devcfg_readl(unsigned off)
+{
+    return readl(dev.devcfg + off);
+}
+
 volatile uint32_t *virtio_config_msi(void)
 {
     return gpa(msi_area);
@@ -352,20 +584,32 @@ static void program_queue(struct vq *q)
     memset(q->avail, 0, 6 + 2 * qs);
     memset((void *)q->used_hdr, 0, 6 + 8 * qs);
     *q->msi_word = 0;
-    if (!opt.irq) {
+    if (ring_packed) {
+        /* interrupts: off when polling; with EVENT_IDX at the descriptor
+         * arm_irq() names; otherwise on */
+        q->drv_evt[0] = 0x8000;
+        q->drv_evt[1] = !opt.irq ? PACKED_EVENT_DISABLE :
+                        use_event_idx ? PACKED_EVENT_DESC : PACKED_EVENT_ENABLE;
+    } else if (!opt.irq) {
         q->avail[0] = use_event_idx ? 0 : VRING_AVAIL_F_NO_INTERRUPT;
         q->avail[2 + qs] = 0x7fff;
     }
     q->avail_idx = q->last_used = 0;
     q->inflight = q->nfree = 0;
     q->irq_pending = false;
+    q->force_read = -1;
     for (unsigned s = 0; s < opt.depth; s++) {
         struct slot *sl = &q->slots[s];
         sl->inflight = false;
+        if (ring_packed) {
+            continue;       /* written at each submission */
+        }
         q->desc[3 * s] = (struct vdesc){ sl->hdr_gpa, 16, VRING_DESC_F_NEXT, 3 * s + 1 };
         q->desc[3 * s + 1] = (struct vdesc){ sl->buf_gpa, opt.bs, VRING_DESC_F_NEXT, 3 * s + 2 };
         q->desc[3 * s + 2] = (struct vdesc){ sl->st_gpa, 1, VRING_DESC_F_WRITE, 0 };
     }
+    /* split: descriptor table, avail ring, used ring; packed: descriptor
+     * ring, driver and device event suppression structures */
     uint64_t d = (uint8_t *)q->desc - (uint8_t *)gpa(0);
     uint64_t av = (uint8_t *)q->avail - (uint8_t *)gpa(0);
     uint64_t us = (uint8_t *)q->used_hdr - (uint8_t *)gpa(0);
@@ -403,9 +647,14 @@ static void setup_queue(struct vq *q, unsigned i)
     }
     q->size = qs;
     q->desc = gpa(ram_alloc(16 * qs, 4096));
-    q->avail = gpa(ram_alloc(6 + 2 * qs, 4096));
-    uint64_t us = ram_alloc(6 + 8 * qs, 4096);
+    q->pdesc = (struct pdesc *)q->desc;
+    /* at least a page each: the packed ring's event structures are 4 bytes,
+     * and --chaos reads data into the page of the device's */
+    q->avail = gpa(ram_alloc(6 + 2 * qs < 4096 ? 4096 : 6 + 2 * qs, 4096));
+    q->drv_evt = q->avail;
+    uint64_t us = ram_alloc(6 + 8 * qs < 4096 ? 4096 : 6 + 8 * qs, 4096);
     q->used_hdr = gpa(us);
+    q->dev_evt = q->used_hdr;
     q->used_ring = gpa(us + 4);
     q->avail_event = gpa(us + 4 + 8 * qs);
     q->slots = calloc(opt.depth, sizeof(struct slot));
@@ -451,11 +700,26 @@ static void negotiate(void)
         want |= 1ull << F_BLK_MQ;
     }
     if (opt.chaos) {
-        if (!(f & (1ull << F_INDIRECT_DESC))) {
-            die("device does not offer VIRTIO_RING_F_INDIRECT_DESC");
+        static const struct { unsigned bit; const char *name; } chaos_f[] = {
+            { F_INDIRECT_DESC, "VIRTIO_RING_F_INDIRECT_DESC" },
+            { F_BLK_DISCARD, "VIRTIO_BLK_F_DISCARD" },
+            { F_BLK_WRITE_ZEROES, "VIRTIO_BLK_F_WRITE_ZEROES" },
+        };
+        for (unsigned i = 0; i < sizeof(chaos_f) / sizeof(chaos_f[0]); i++) {
+            if (!(f & (1ull << chaos_f[i].bit))) {
+                die("device does not offer %s", chaos_f[i].name);
+            }
+            want |= 1ull << chaos_f[i].bit;
         }
-        want |= 1ull << F_INDIRECT_DESC;
     }
+    if (opt.packed) {
+        if (!(f & (1ull << F_RING_PACKED))) {
+            die("device does not offer VIRTIO_F_RING_PACKED (QEMU needs the device "
+                "property packed=on, which --ring packed adds)");
+        }
+        want |= 1ull << F_RING_PACKED;
+    }
+    ring_packed = opt.packed;
     use_event_idx = opt.event_idx;
     writel(dev.common + CC_GFSELECT, 0);
     writel(dev.common + CC_GF, (uint32_t)want);
@@ -492,14 +756,23 @@ static void read_config(void)
     }
     io_sectors = n - n % (opt.bs / 512);
     if (opt.verify) {
-        uint64_t blocks = io_sectors / (opt.bs / 512);
-        if (blocks > (256ull << 20)) {
+        uint64_t blocks = io_sectors / sectors_per_block();
+        if (blocks > (64ull << 20)) {
             die("--verify: disk too large to track (%" PRIu64 " blocks)", blocks);
         }
-        written_map = calloc(blocks, 1);
-        if (!written_map) {
+        /* no two requests in flight on one block: leave room to pick */
+        if (blocks < 2ull * opt.queues * opt.depth) {
+            die("--verify: %" PRIu64 " blocks of %u bytes are too few for %u queues of "
+                "depth %u (at least %u): use a larger disk or a smaller --depth", blocks,
+                opt.bs, opt.queues, opt.depth, 2 * opt.queues * opt.depth);
+        }
+        blk_gen = calloc(blocks, sizeof(*blk_gen));
+        blk_alt = malloc(blocks * sizeof(*blk_alt));
+        blk_busy = calloc(blocks, 1);
+        if (!blk_gen || !blk_alt || !blk_busy) {
             die("out of memory");
         }
+        memset(blk_alt, 0xff, blocks * sizeof(*blk_alt));
     }
 }
 

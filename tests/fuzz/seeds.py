@@ -8,8 +8,14 @@ libFuzzer needs a long time to build a request the device accepts (a
 16-byte header, data in multiples of 512 bytes, a status byte); these seeds
 are such requests, one per request type, so that the campaign spends its
 time on the completion and notification paths and on variations of valid
-requests.  virtio-blk-flags-fuzz and virtio-blk-iothread-fuzz read 8 bytes
-of feature bits first.
+requests.  virtio-blk-flags-fuzz and the virtio-blk-iothread-*fuzz targets
+read 8 bytes of feature bits first.
+
+generic-fuzz-virtio-blk reads a list of generic-fuzz operations separated
+by "FUZZ" (tests/qtest/fuzz/generic_fuzz.c); its seeds write 0 at the
+start of each of the device's memory and I/O regions (common and device
+configuration, ISR, notify, MSI-X), which reaches every region's handler
+and a notify of queue 0 before it is set up.
 
 usage: seeds.py DIR
 """
@@ -59,6 +65,19 @@ def seeds():
     }
 
 
+def generic_seeds():
+    """generic-fuzz inputs: an MMIO write (op 3: size, region index, offset,
+    value) of 4 bytes at offset 0 of each of the first 16 MMIO regions; an
+    I/O port write (op 1) of 2 bytes at offsets 0 and 0x10 (the legacy
+    queue notify) of each of the first 4 port regions."""
+    op_out, op_write, sep = 1, 3, b'FUZZ'
+    mmio = [bytes([op_write]) + struct.pack('<BBxxIQ', 2, base, 0, 0)
+            for base in range(16)]
+    pio = [bytes([op_out]) + struct.pack('<BBHI', 1, base, off, 0)
+           for base in range(4) for off in (0, 0x10)]
+    return {'poke-mmio': sep.join(mmio), 'poke-pio': sep.join(pio)}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__.strip().splitlines()[-1])
@@ -70,6 +89,14 @@ def main():
         'virtio-blk-iothread-fuzz': [struct.pack('<Q', 0),
                                      struct.pack('<Q', EVENT_IDX)],
     }
+    # the same target with its image on tmpfs, aio=native and io_uring
+    for aio in ('native', 'io_uring'):
+        features[f'virtio-blk-iothread-{aio}-fuzz'] = \
+            features['virtio-blk-iothread-fuzz']
+    os.makedirs(f'{top}/generic-fuzz-virtio-blk', exist_ok=True)
+    for name, body in generic_seeds().items():
+        with open(f'{top}/generic-fuzz-virtio-blk/{name}', 'wb') as f:
+            f.write(body)
     for target, prefixes in features.items():
         os.makedirs(f'{top}/{target}', exist_ok=True)
         for i, prefix in enumerate(prefixes):

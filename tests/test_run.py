@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Unit tests of tests/run.py's accounting: retries, expected skips, skip
+reasons.  make test runs them first:  python3 -m unittest tests/test_run.py"""
+
+import io
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def write(text):
+    f = tempfile.NamedTemporaryFile('w', delete=False, suffix='.txt')
+    f.write(text)
+    f.close()
+    return f.name
+
+
+class Accounting(unittest.TestCase):
+    def setUp(self):
+        self.known = write('*:iotests:* 130 - flaky timing\n'
+                           'base:iotests:* 307 #4 fail abort\n')
+        self.skips = write('*:iotests:raw 233 certtool not found\n'
+                           '*:iotests:raw 162 ssh not available\n'
+                           '*:unit test-x a reason\n'
+                           'base:fuzz fuzz.sh the fuzzing build is of the fork\n')
+
+    def tearDown(self):
+        os.unlink(self.known)
+        os.unlink(self.skips)
+
+    def results(self, build='fork'):
+        return run.Results(run.KnownFailures(self.known, build))
+
+    def check(self, res, build='fork'):
+        with redirect_stdout(io.StringIO()):
+            return run.ExpectedSkips(self.skips, build).check(res)
+
+    def test_retry_counted(self):
+        res = self.results()
+        with redirect_stdout(io.StringIO()):
+            res.add('iotests:raw', '130', 'pass', retried='fail')
+            res.add('iotests:raw', '001', 'pass')
+            res.add('iotests:raw', '233', 'skip', 'certtool not found')
+            res.add('iotests:raw', '162', 'skip', 'ssh not available')
+        self.check(res)
+        self.assertEqual(res.retried_passes(), 1)
+        self.assertEqual(run.summary_line(res),
+                         '2 passed, 0 failed, 2 skipped (passed after a retry: 1)')
+
+    def test_new_skip_fails(self):
+        res = self.results()
+        res.add('iotests:raw', '233', 'skip', 'certtool not found')
+        res.add('iotests:raw', '162', 'skip', 'ssh not available')
+        res.add('iotests:raw', '999', 'skip', 'no frobnicator')
+        self.check(res)
+        item = [i for i in res.items if i['test'] == '999'][0]
+        self.assertEqual(item['status'], 'fail')
+        self.assertIn('no frobnicator', item['detail'])
+        self.assertTrue(run.summary_line(res).startswith('0 passed, 1 failed, 2 skipped'))
+
+    def test_skip_gone_reported(self):
+        res = self.results()
+        res.add('iotests:raw', '233', 'pass')
+        gone = {t: what for _, t, what in self.check(res)}
+        by = {i['test']: i for i in res.items}
+        self.assertEqual(by['233']['status'], 'pass')            # not failed
+        self.assertIn('ended as pass', gone['233'])
+        self.assertIn('certtool not found', gone['233'])
+        self.assertIn('did not run', gone['162'])
+        self.assertNotIn('test-x', gone)                         # unit did not run
+
+    def test_build_pattern(self):
+        res = self.results('base')
+        res.add('fuzz', 'fuzz.sh', 'skip', 'the fuzzing build is of the fork')
+        self.check(res, 'base')
+        self.assertEqual(res.items[0]['status'], 'skip')
+        res = self.results('fork')
+        res.add('fuzz', 'fuzz.sh', 'skip', 'the fuzzing build is of the fork')
+        self.check(res, 'fork')
+        self.assertEqual(res.items[0]['status'], 'fail')
+
+    def test_skip_summary(self):
+        res = self.results()
+        res.add('iotests:raw', '233', 'skip', 'certtool not found')
+        res.add('iotests:raw', '162', 'skip', 'ssh not available')
+        res.add('iotests:raw', '163', 'skip', 'ssh not available')
+        lines = run.skip_summary(res, 'iotests')
+        self.assertEqual(lines[0], 'skipped in iotests:raw: 3')
+        self.assertEqual(lines[1].split(), ['2', 'ssh', 'not', 'available:', '162', '163'])
+
+    def test_reasons(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(f'{d}/045.notrun', 'w', encoding='utf-8') as f:
+                f.write('not suitable for this\nimage format: raw\n')
+            self.assertEqual(run.notrun_reason(d, '045'),
+                             'not suitable for this image format: raw')
+            self.assertEqual(run.notrun_reason(d, '046'), '(no .notrun file)')
+        self.assertEqual(run.tap_skip_reason('1..0 # SKIP no socat\n'), 'no socat')
+        self.assertEqual(run.tap_skip_reason('ok 1 /a\n'), '(no reason in its output)')
+
+
+if __name__ == '__main__':
+    unittest.main()
