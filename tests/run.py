@@ -103,8 +103,11 @@ class KnownFailures:
                 self.entries.append(fields)
 
     def lookup(self, suite, test):
+        # The suites NAME-base run on the unpatched base whatever build
+        # the run tests (--base): their known failures are the base's.
+        build = 'base' if suite.endswith('-base') else self.build
         for pat, name, issue, kind, reason in self.entries:
-            if (fnmatch.fnmatchcase(f'{self.build}:{suite}', pat) and
+            if (fnmatch.fnmatchcase(f'{build}:{suite}', pat) and
                     name == test):
                 return kind, f'{issue}: {reason}'
         return None, None

@@ -23,7 +23,8 @@ def write(text):
 class Accounting(unittest.TestCase):
     def setUp(self):
         self.known = write('*:iotests:* 130 - flaky timing\n'
-                           'base:iotests:* 307 #4 fail abort\n')
+                           'base:iotests:* 307 #4 fail abort\n'
+                           'base:chaos* hang/packed #27 fail spins\n')
         self.skips = write('*:iotests:raw 233 certtool not found\n'
                            '*:iotests:raw 162 ssh not available\n'
                            '*:unit test-x a reason\n'
@@ -51,6 +52,15 @@ class Accounting(unittest.TestCase):
         self.assertEqual(res.retried_passes(), 1)
         self.assertEqual(run.summary_line(res),
                          '2 passed, 0 failed, 2 skipped (passed after a retry: 1)')
+
+    def test_base_suite_known_failure(self):
+        # chaos-base runs on the base in a run of the fork: the base's
+        # known failures apply to it, and not to the fork's own chaos
+        res = self.results('fork')
+        with redirect_stdout(io.StringIO()):
+            self.assertEqual(res.add('chaos-base', 'hang/packed', 'fail'), 'xfail')
+            self.assertEqual(res.add('chaos', 'hang/packed', 'fail'), 'fail')
+            self.assertEqual(res.add('iotests:raw', '307', 'fail'), 'fail')
 
     def test_new_skip_fails(self):
         res = self.results()
