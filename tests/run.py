@@ -83,6 +83,13 @@ def log(msg):
     print(msg, flush=True)
 
 
+def build_suite(build, suite):
+    """BUILD:SUITE, what the patterns of tests/known-failures and
+    tests/expected-skips match.  The suites NAME-base run on the unpatched
+    base whatever build the run tests (--base): they are the base's."""
+    return f'{"base" if suite.endswith("-base") else build}:{suite}'
+
+
 class KnownFailures:
     """tests/known-failures: WHERE TEST ISSUE KIND REASON..., where WHERE
     is an fnmatch pattern for BUILD:SUITE."""
@@ -103,11 +110,8 @@ class KnownFailures:
                 self.entries.append(fields)
 
     def lookup(self, suite, test):
-        # The suites NAME-base run on the unpatched base whatever build
-        # the run tests (--base): their known failures are the base's.
-        build = 'base' if suite.endswith('-base') else self.build
         for pat, name, issue, kind, reason in self.entries:
-            if (fnmatch.fnmatchcase(f'{build}:{suite}', pat) and
+            if (fnmatch.fnmatchcase(build_suite(self.build, suite), pat) and
                     name == test):
                 return kind, f'{issue}: {reason}'
         return None, None
@@ -186,8 +190,8 @@ class ExpectedSkips:
                     sys.exit(f'{path}:{n}: expected "WHERE TEST REASON"')
                 self.entries.append(fields)
 
-    def _matches(self, where, suite):
-        return fnmatch.fnmatchcase(f'{self.build}:{suite}', where)
+    def _matches(self, pattern, suite):
+        return fnmatch.fnmatchcase(build_suite(self.build, suite), pattern)
 
     def lookup(self, suite, test):
         for where, name, reason in self.entries:
