@@ -169,7 +169,10 @@ class ExpectedSkips:
 # which rewrites the entries of the suites it ran and keeps the others.
 #
 # WHERE is an fnmatch pattern for BUILD:SUITE (BUILD is fork, base or tree);
-# REASON is what the test said when it skipped, for the reader.
+# REASON is what the test said when it skipped, for the reader.  A skip
+# that did not happen fails the run too, unless WHERE starts with "?": the
+# test needs a tool, a kernel feature or an optional library that machines
+# of this kind may or may not have, so it is only reported (SKIP GONE).
 #
 # WHERE                    TEST                    REASON
 """
@@ -191,7 +194,11 @@ class ExpectedSkips:
                 self.entries.append(fields)
 
     def _matches(self, pattern, suite):
-        return fnmatch.fnmatchcase(build_suite(self.build, suite), pattern)
+        return fnmatch.fnmatchcase(build_suite(self.build, suite), pattern.lstrip('?'))
+
+    @staticmethod
+    def _varies(where):
+        return where.startswith('?')
 
     def lookup(self, suite, test):
         for where, name, reason in self.entries:
@@ -200,11 +207,10 @@ class ExpectedSkips:
         return None
 
     def check(self, res):
-        """Turn each skip that is not expected into a failure.  Return the
-        expected skips of the suites that ran that did not happen, as
-        (suite, test, what happened): they are reported, not failed, since
-        machines of this kind differ in what they can run (the CI machine
-        of 2026-12-03 ran 15 iotests that skip on the development one)."""
+        """Turn each skip that is not expected into a failure, and each
+        expected skip of a suite that ran that did not happen, unless its
+        entry says that it varies between machines of this kind.  Return
+        those, as (suite, test, what happened): they are reported."""
         ran = {i['suite'] for i in res.items}
         by_test = {(i['suite'], i['test']): i for i in res.items}
         for i in res.items:
@@ -223,8 +229,17 @@ class ExpectedSkips:
                     continue
                 what = ('did not run' if i is None else
                         f'ended as {i["status"]}')
-                gone.append((suite, name, f'{what}; listed as skipping '
-                             f'({reason})'))
+                detail = f'{what}; listed as skipping ({reason})'
+                if self._varies(where):
+                    gone.append((suite, name, detail))
+                    continue
+                detail = f'expected to skip (tests/expected-skips), {detail}'
+                if i is None:
+                    res.add(suite, name, 'fail', detail)
+                else:
+                    i['status'] = 'fail'
+                    i['detail'] = detail
+                log(f'  SKIP GONE: {suite} {name}: {detail}')
         return gone
 
     def update(self, res):
@@ -233,11 +248,14 @@ class ExpectedSkips:
         ran = {i['suite'] for i in res.items}
         keep = [e for e in self.entries
                 if not any(self._matches(e[0], s) for s in ran)]
-        new = [('*:' + i['suite'], i['test'], i['detail'] or '(no reason given)')
+        varies = {(s, e[1]) for e in self.entries if self._varies(e[0])
+                  for s in ran if self._matches(e[0], s)}
+        new = [(('?' if (i['suite'], i['test']) in varies else '') + '*:' + i['suite'],
+                i['test'], i['detail'] or '(no reason given)')
                for i in res.items if i['status'] == 'skip']
         with open(self.path, 'w', encoding='utf-8') as f:
             f.write(self.HEADER)
-            for where, name, reason in sorted(keep + new):
+            for where, name, reason in sorted(tuple(e) for e in keep + new):
                 reason = ' '.join(reason.split())
                 f.write(f'{where:24} {name:23} {reason}\n')
         log(f'wrote {os.path.relpath(self.path, TOP)}: {len(new)} skips of '
@@ -914,8 +932,8 @@ def main():
             log(f'NOW PASSING (remove from tests/known-failures): '
                 f'{i["suite"]} {i["test"]} ({i["detail"]})')
     for suite, test, what in gone:
-        log(f'SKIP GONE (not a failure; remove it from tests/expected-skips '
-            f'if it holds on the CI machine too): {suite} {test}: {what}')
+        log(f'SKIP GONE (not a failure: listed as varying between machines '
+            f'in tests/expected-skips): {suite} {test}: {what}')
     log(f'expected failures (tests/known-failures): {res.count("xfail")}')
     summary = summary_line(res)
     if args.summary:
