@@ -34,22 +34,71 @@ PAIRWISE = [
 ]
 
 
-def pairwise_missing():
-    """Pairs of axis values that no PAIRWISE row covers (must be empty)."""
-    names = list(AXES)
+def missing_pairs(axes, rows):
+    """Pairs of axis values that no row covers."""
+    names = list(axes)
     missing = []
     for i, j in itertools.combinations(range(len(names)), 2):
-        for a in AXES[names[i]]:
-            for b in AXES[names[j]]:
-                if not any(r[i] == a and r[j] == b for r in PAIRWISE):
+        for a in axes[names[i]]:
+            for b in axes[names[j]]:
+                if not any(r[i] == a and r[j] == b for r in rows):
                     missing.append(f'{names[i]}={a} {names[j]}={b}')
     return missing
+
+
+def pairwise_missing():
+    """Pairs of axis values that no row of a pairwise table covers (must be
+    empty): the disk axes (PAIRWISE) and the migration axes
+    (MIGRATE_PAIRWISE)."""
+    return (missing_pairs(AXES, PAIRWISE)
+            + [f'migration: {m}' for m in missing_pairs(MIGRATE_AXES, MIGRATE_PAIRWISE)])
 
 
 def _pw_name(r):
     aio, io, nq, ev, pk, fmt = r
     return (f'pw-{aio}-{"iot" if io else "noiot"}-q{nq}-{"evidx" if ev else "noevidx"}'
             f'-{"packed" if pk else "split"}-{fmt}')
+
+
+# -- migration with I/O in flight (ops.py, scenario migrate) ------------------
+# Every value of every axis, and every pair (MIGRATE_PAIRWISE, in `make
+# test`), or every combination (the long cases migrate-full-*), each a
+# disk; three disks to a VM, migrated while all three do I/O.
+MIGRATE_AXES = {
+    'aio': ('threads', 'native', 'io_uring'),
+    'iothread': (False, True),
+    'event_idx': (True, False),
+    'notify': ('first', 'deferred', 'immediate'),
+}
+
+#         aio         iothread event_idx notify
+MIGRATE_PAIRWISE = [
+    ('threads',  True,  True,  'first'),
+    ('threads',  False, True,  'deferred'),
+    ('threads',  True,  False, 'immediate'),
+    ('native',   False, True,  'first'),
+    ('native',   True,  False, 'deferred'),
+    ('native',   False, True,  'immediate'),
+    ('io_uring', True,  False, 'first'),
+    ('io_uring', False, False, 'deferred'),
+    ('io_uring', True,  True,  'immediate'),
+]
+# The VMs of make test: one disk of each aio mode in each.
+MIGRATE_GROUPS = [(0, 4, 8), (1, 5, 6), (2, 3, 7)]
+MIGRATE_MB = 16         # each disk: two regions of 2*MB MiB
+
+
+def _migrate_case(name, rows, long=False):
+    disks = [Disk(aio=aio, iothread=io, num_queues=2, event_idx=ev,
+                  props=f'x-notify-batch={pol}', serial=f'mig{k}', size_mb=4 * MIGRATE_MB)
+             for k, (aio, io, ev, pol) in enumerate(rows)]
+    doc = '; '.join(f'{aio}{" iothread" if io else ""} event_idx={"on" if ev else "off"} {pol}'
+                    for aio, io, ev, pol in rows)
+    return Case(name, 'rounds', disks,
+                env={'DISKS': ' '.join(d.serial for d in disks), 'MB': str(MIGRATE_MB),
+                     'CTL': '1'},
+                ctl=True, scenario='migrate', scenario_args={'hops': 2}, timeout=300,
+                long=long, doc=f'2 live migrations during verified I/O: {doc}')
 
 
 VERIFY_ENV = {'DEV': '/dev/vda', 'MB': '32', 'ZERO': '1'}
@@ -167,6 +216,76 @@ CASES = [
          env={'DEV': '/dev/vda', 'ENGINE': 'io_uring'},
          machine='pc', scenario='hotplug', timeout=180,
          doc='device_del/device_add of a virtio-blk disk on an IOThread, I/O before/after'),
+]
+
+# -- operations with I/O in flight (ops.py) ------------------------------------
+MIGRATE_FULL = list(itertools.product(*MIGRATE_AXES.values()))
+
+CASES += [
+    _migrate_case(f'migrate-pw{k + 1}', [MIGRATE_PAIRWISE[i] for i in g])
+    for k, g in enumerate(MIGRATE_GROUPS)
+] + [
+    # The long form (--subset long): every combination, three to a VM.
+    _migrate_case(f'migrate-full{k + 1:02}', MIGRATE_FULL[3 * k:3 * k + 3], long=True)
+    for k in range(len(MIGRATE_FULL) // 3)
+] + [
+    Case('blockjobs', 'rounds',
+         [Disk(aio='native', iothread=True, num_queues=2, size_mb=32, serial='job0'),
+          Disk(aio='io_uring', num_queues=2, size_mb=32, serial='job1')],
+         env={'DISKS': 'job0 job1', 'MB': '8', 'CTL': '1'}, ctl=True,
+         scenario='blockjobs', timeout=300,
+         doc='blockdev-mirror + job-complete, blockdev-snapshot + block-commit + job-complete'
+             ' during verified writes; qemu-img compare at each READY'),
+
+    Case('iothreads', 'rounds',
+         [Disk(aio='native', iothread='io0', num_queues=2, size_mb=32, serial='io0a'),
+          Disk(aio='io_uring', iothread='io0', num_queues=2, size_mb=32, serial='io0b'),
+          Disk(aio='threads', iothread='io1', num_queues=2, size_mb=32, serial='io1a'),
+          Disk(aio='io_uring', iothread='io1', num_queues=1, event_idx=False, size_mb=32,
+               serial='io1b'),
+          Disk(bus='virtio-scsi', aio='native', iothread='io1', num_queues=2, size_mb=32,
+               serial='io1scsi')],
+         env={'DISKS': 'io0a io0b io1a io1b io1scsi', 'MB': '8', 'ROUNDS': '2'},
+         scenario='iothreads', timeout=300,
+         doc='two IOThreads with two virtio-blk disks each, and virtio-scsi on one of them:'
+             ' all under verified load at once'),
+
+    Case('unplug-inflight', 'inflight',
+         [Disk(aio='native', iothread=True, num_queues=2, size_mb=64)],
+         env={'MODE': 'unplug', 'CYCLES': '4', 'ENGINE': 'io_uring'},
+         machine='pc', scenario='unplug-inflight', timeout=240,
+         doc='device_del with requests in flight, device_add, 4 times; pattern-verified'),
+
+    Case('reset-storm', 'inflight',
+         [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
+         env={'MODE': 'storm', 'RESETS': '6', 'ENGINE': 'libaio'},
+         scenario='reset-storm', timeout=240,
+         doc='6 system_resets with requests in flight; pattern-verified at every boot'),
+
+    Case('reset-storm-50', 'inflight',
+         [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
+         env={'MODE': 'storm', 'RESETS': '50', 'ENGINE': 'libaio'},
+         scenario='reset-storm', timeout=1800, long=True,
+         doc='50 system_resets with requests in flight; pattern-verified at every boot'),
+
+    Case('enospc', 'rounds',
+         [Disk(aio='native', iothread=True, num_queues=2, size_mb=32, serial='nospc0',
+               werror='enospc', rerror='report', small_fs=True),
+          Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=32, serial='nospc1',
+               werror='enospc', rerror='report', small_fs=True)],
+         env={'DISKS': 'nospc0 nospc1', 'MB': '8', 'ROUNDS': '1'},
+         small_fs_mb=48, scenario='enospc', scenario_args={'free_mb': 2}, timeout=240,
+         doc='images on full tmpfs file systems, werror=enospc: the VM stops, space is freed,'
+             ' cont; verified'),
+
+    Case('eio-report-io_uring', 'eio',
+         [Disk(aio='io_uring', iothread=True, werror='report', rerror='report',
+               errors=({'event': 'write_aio', 'errno': '5'},
+                       {'event': 'read_aio', 'errno': '5', 'sector': '131072'}))],
+         env={'DEV': '/dev/vda', 'ENGINE': 'io_uring', 'BAD_SECTOR': '131072',
+              'EXPECT_EVENT': 'report'},
+         doc='eio-report on aio=io_uring: blkdebug EIO under the raw node, guest sees EIO,'
+             ' no hang'),
 ]
 
 assert len({c.name for c in CASES}) == len(CASES), 'duplicate case names'

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUEST_DIR = os.path.join(ROOT, 'guest')
@@ -48,7 +49,7 @@ class Disk:
     """One guest disk: a backing image on tmpfs and a virtio device."""
     bus: str = 'virtio-blk'       # virtio-blk | virtio-scsi
     aio: str = 'io_uring'         # threads | native | io_uring
-    iothread: bool = False
+    iothread: Union[bool, str] = False   # True: io0; a string: that IOThread's id
     num_queues: int = 1
     event_idx: bool = True
     packed: bool = False
@@ -62,6 +63,15 @@ class Disk:
     werror: Optional[str] = None
     rerror: Optional[str] = None
     props: str = ''               # more device properties, e.g. x-notify-batch=deferred
+    serial: str = ''              # the device's serial (virtio-blk-pci or scsi-hd)
+    # small_fs: the image is alone on a tmpfs of Case.small_fs_mb MiB
+    # (Run.small_fs[i]), to run out of space; else on the case's
+    # directory on /dev/shm.
+    small_fs: bool = False
+
+    @property
+    def iothread_id(self) -> str:
+        return 'io0' if self.iothread is True else str(self.iothread or '')
 
 
 @dataclass
@@ -77,8 +87,15 @@ class Case:
     scenario: str = 'none'
     timeout: int = 120
     base: bool = False            # also in the base subset
+    long: bool = False            # only in the long subset (documented runs, not make test)
     soak: int = 0                 # scenario soak: seconds of host actions (timeout on top)
     fsync: bool = True            # verify jobs must have issued flushes
+    mem: str = '1G'
+    # A control disk (serial iobatch-ctl, 1 MiB, last) that the host writes
+    # (Run.ctl_write) and the guest reads, to tell the guest's rounds to end.
+    ctl: bool = False
+    small_fs_mb: int = 0          # the size of the tmpfs of each disk with small_fs
+    scenario_args: Dict[str, int] = field(default_factory=dict)   # e.g. hops, resets
     doc: str = ''
 
 
@@ -95,67 +112,114 @@ def _statuses(status) -> str:
 
 
 class Run:
-    """A running case: the VM, its serial log, markers, events."""
+    """A running case: the VM, its serial log, markers, events.  A
+    migration (Run.new_vm, ops.py) replaces the VM by another one on the
+    same images; each VM has its own serial log, and log() reads them
+    all, in order."""
 
     def __init__(self, case: Case, build: str, guest: str, tmp: str,
                  break_notify: Optional[int]):
-        self.case, self.build, self.tmp = case, build, tmp
+        self.case, self.build, self.guest, self.tmp = case, build, guest, tmp
+        self.break_notify = break_notify
         self.serial = os.path.join(tmp, 'serial.log')
+        self.serials = [self.serial]
         self.pidfile = os.path.join(tmp, 'qemu.pid')
+        self.pidfiles = [self.pidfile]
         self.events: List[dict] = []
         self.deadline = 0.0
         self.soak_end = 0             # scenario soak: when the guest stops its rounds
+        self.cleanups: List[Callable[[], None]] = []   # run at the end, last first
         bindir = BINDIR or os.path.join(ROOT, 'build', build)
-        binary = os.path.join(bindir, 'qemu-system-x86_64')
+        self.binary = os.path.join(bindir, 'qemu-system-x86_64')
         self.qemu_img = os.path.join(bindir, 'qemu-img')
-        if not os.access(binary, os.X_OK):
-            raise CaseFail(f'no {binary}')
-        from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
-        wrapper: List[str] = []
-        if break_notify is not None:
-            wrapper = gdb_wrapper(tmp, break_notify)
-        self.vm = QEMUMachine(binary, wrapper=wrapper, name=case.name,
-                              base_temp_dir=tmp, log_dir=tmp)
-        self.vm.add_args(*self.qemu_args(guest))
+        if not os.access(self.binary, os.X_OK):
+            raise CaseFail(f'no {self.binary}')
+        self.small_fs: Dict[int, str] = {}
+        self.cleanups.append(lambda: [umount(p) for p in self.small_fs.values()])
+        self.vms: list = []
+        try:
+            self.images = [self.make_image(i, d) for i, d in enumerate(self.disks())]
+            self.workload = self.write_workload()
+            self.vm = self.new_vm()
+        except BaseException:
+            self.cleanups[-1]()     # run_case has no Run to clean up
+            raise
 
-    def qemu_args(self, guest: str) -> List[str]:
+    def disks(self) -> List[Disk]:
+        """The case's disks, and the control disk last."""
+        if not self.case.ctl:
+            return self.case.disks
+        return self.case.disks + [Disk(aio='threads', size_mb=1, serial='iobatch-ctl')]
+
+    def new_vm(self, incoming: bool = False):
+        """A QEMUMachine of the case (not launched yet); with incoming, one
+        that waits for a migration (-incoming defer) and logs its serial
+        output to a file of its own."""
+        from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
+        n = len(self.vms)
+        if n:
+            self.serials.append(os.path.join(self.tmp, f'serial-{n}.log'))
+            self.pidfiles.append(os.path.join(self.tmp, f'qemu-{n}.pid'))
+        wrapper: List[str] = []
+        if self.break_notify is not None:
+            wrapper = gdb_wrapper(self.tmp, self.break_notify)
+        vm = QEMUMachine(self.binary, wrapper=wrapper,
+                         name=self.case.name + (f'-{n}' if n else ''),
+                         base_temp_dir=self.tmp, log_dir=self.tmp)
+        vm.add_args(*self.qemu_args(self.serials[-1], self.pidfiles[-1]))
+        if incoming:
+            vm.add_args('-incoming', 'defer')
+        self.vms.append(vm)
+        return vm
+
+    def write_workload(self) -> str:
         c = self.case
         wl = os.path.join(self.tmp, 'workload.sh')
         with open(wl, 'w', encoding='utf-8') as f:
             for k, v in c.env.items():
-                f.write(f'{k}={v!s}\n')
+                f.write(f'{k}={shlex.quote(str(v))}\n')
             if c.soak:
                 # The guest's clock is the host's (the RTC): rounds end there.
                 self.soak_end = int(time.time()) + c.soak
                 f.write(f'SOAK_END={self.soak_end}\n')
             with open(os.path.join(WORKLOADS, c.workload + '.sh'), encoding='utf-8') as w:
                 f.write(w.read())
-        args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', '2', '-m', '1G',
-                '-nodefaults', '-pidfile', self.pidfile,
-                '-chardev', f'file,id=ser0,path={self.serial}', '-serial', 'chardev:ser0',
-                '-kernel', os.path.join(guest, 'vmlinuz'),
-                '-initrd', os.path.join(guest, 'initrd.cpio'),
+        return wl
+
+    def qemu_args(self, serial: str, pidfile: str) -> List[str]:
+        c = self.case
+        args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', '2', '-m', c.mem,
+                '-nodefaults', '-pidfile', pidfile,
+                '-chardev', f'file,id=ser0,path={serial}', '-serial', 'chardev:ser0',
+                '-kernel', os.path.join(self.guest, 'vmlinuz'),
+                '-initrd', os.path.join(self.guest, 'initrd.cpio'),
                 '-append', f'{CMDLINE} {c.append}'.strip(),
-                '-fw_cfg', f'name=opt/iobatch/workload,file={wl}']
-        if c.scenario not in ('reset', 'soak'):
+                '-fw_cfg', f'name=opt/iobatch/workload,file={self.workload}']
+        if c.scenario not in ('reset', 'soak', 'reset-storm'):
             args.append('-no-reboot')   # a guest panic ends the run at once
-        if any(d.iothread for d in c.disks):
-            args += ['-object', 'iothread,id=io0']
-        for i, d in enumerate(c.disks):
+        for io in sorted({d.iothread_id for d in self.disks() if d.iothread}):
+            args += ['-object', f'iothread,id={io}']
+        for i, d in enumerate(self.disks()):
             args += self.disk_args(i, d)
         return args
 
-    def disk_args(self, i: int, d: Disk) -> List[str]:
-        img = os.path.join(self.tmp, f'disk{i}.{d.fmt}')
+    def make_image(self, i: int, d: Disk) -> str:
+        where = self.tmp
+        if d.small_fs:
+            where = self.small_fs[i] = mount_small_fs(self.tmp, f'small{i}', self.case.small_fs_mb)
+        img = os.path.join(where, f'disk{i}.{d.fmt}')
         if d.fmt == 'qcow2':
             subprocess.run([self.qemu_img, 'create', '-q', '-f', 'qcow2', img,
                             f'{d.size_mb}M'], check=True)
         else:
             with open(img, 'wb') as f:
                 f.truncate(d.size_mb << 20)
-        direct = tf(d.aio != 'threads')
+        return img
+
+    def disk_args(self, i: int, d: Disk) -> List[str]:
+        img = self.images[i]
         args = ['-blockdev', f'driver=file,node-name=file{i},filename={img},'
-                f'aio={d.aio},cache.direct={direct}']
+                f'aio={d.aio},cache.direct={tf(d.aio != "threads")}']
         child = f'file{i}'
         if d.errors:
             rules = ''.join(f',inject-error.{n}.{k}={v}'
@@ -166,36 +230,55 @@ class Run:
         args += ['-blockdev', f'driver={d.fmt},node-name=d{i},file={child}']
         dev = self.device_opts(i, d)
         if d.bus == 'virtio-scsi':
-            io = ',iothread=io0' if d.iothread else ''
+            io = f',iothread={d.iothread_id}' if d.iothread else ''
             props = f',{d.props}' if d.props else ''
+            serial = f',serial={d.serial}' if d.serial else ''
             args += ['-device', f'virtio-scsi-pci,id=scsi{i},num_queues={d.num_queues},'
                      f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}{io}{props}',
-                     '-device', f'scsi-hd,drive=d{i},bus=scsi{i}.0,id=sd{i}']
+                     '-device', f'scsi-hd,drive=d{i},bus=scsi{i}.0,id=sd{i}{serial}']
         else:
             args += ['-device', dev]
         return args
+
+    def ctl_write(self, text: str) -> None:
+        """Write text into the first sector of the control disk, where the
+        guest reads it (O_DIRECT through QEMU, aio=threads without
+        O_DIRECT: the host's page cache is what both see)."""
+        if not self.case.ctl:
+            raise CaseFail('the case has no control disk')
+        data = text.encode().ljust(512, b'\0')
+        fd = os.open(self.images[-1], os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
 
     @staticmethod
     def device_opts(i: int, d: Disk) -> str:
         o = (f'virtio-blk-pci,id=vd{i},drive=d{i},num-queues={d.num_queues},'
              f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}')
         if d.iothread:
-            o += ',iothread=io0'
+            o += f',iothread={d.iothread_id}'
         if d.werror:
             o += f',werror={d.werror}'
         if d.rerror:
             o += f',rerror={d.rerror}'
+        if d.serial:
+            o += f',serial={d.serial}'
         if d.props:
             o += f',{d.props}'
         return o
 
     # -- observing the guest ------------------------------------------------
     def log(self) -> str:
-        try:
-            with open(self.serial, 'rb') as f:
-                return f.read().decode('utf-8', 'replace')
-        except FileNotFoundError:
-            return ''
+        out = []
+        for path in self.serials:
+            try:
+                with open(path, 'rb') as f:
+                    out.append(f.read().decode('utf-8', 'replace'))
+            except FileNotFoundError:
+                pass
+        return ''.join(out)
 
     def poll_events(self) -> None:
         if self.vm.is_running():
@@ -278,20 +361,41 @@ class Run:
         return '\n'.join(out)
 
     def kill(self) -> None:
-        try:
-            self.vm.kill()
-        except Exception:  # pylint: disable=broad-except
-            pass
+        for vm in self.vms:
+            try:
+                vm.kill()
+            except Exception:  # pylint: disable=broad-except
+                pass
         # Under the gdb wrapper, QEMU is gdb's child: end it by its own pid.
-        try:
-            with open(self.pidfile, encoding='ascii') as f:
-                pid = int(f.read().strip())
-            with open(f'/proc/{pid}/cmdline', 'rb') as f:
-                mine = self.pidfile.encode() in f.read()   # not a reused pid
-            if mine:
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
+        for pidfile in self.pidfiles:
+            try:
+                with open(pidfile, encoding='ascii') as f:
+                    pid = int(f.read().strip())
+                with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                    mine = pidfile.encode() in f.read()   # not a reused pid
+                if mine:
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+
+def mount_small_fs(tmp: str, name: str, size_mb: int) -> str:
+    """A tmpfs of size_mb MiB at tmp/name, for an image that must run out
+    of space (root only)."""
+    if not size_mb:
+        raise CaseFail('a disk with small_fs needs the case\'s small_fs_mb')
+    path = os.path.join(tmp, name)
+    os.mkdir(path)
+    p = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size_mb}m', 'iobatch-small', path],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise CaseFail(f'cannot mount a tmpfs of {size_mb} MiB on {path} ({p.stderr.strip()}):'
+                       ' this case runs out of space on purpose and needs root')
+    return path
+
+
+def umount(path: str) -> None:
+    subprocess.run(['umount', path], check=False, capture_output=True)
 
 
 def gdb_wrapper(tmp: str, after: int) -> List[str]:
@@ -385,8 +489,16 @@ def sc_soak(r: Run) -> None:
     soak.run(r)
 
 
+def sc_ops(r: Run) -> None:
+    """Operations with I/O in flight: see ops.py."""
+    import ops  # pylint: disable=import-outside-toplevel
+    ops.SCENARIOS[r.case.scenario](r)
+
+
 SCENARIOS = {'none': sc_none, 'stopcont': sc_stopcont, 'reset': sc_reset,
              'werror-stop': sc_werror_stop, 'hotplug': sc_hotplug, 'soak': sc_soak}
+SCENARIOS.update(dict.fromkeys(('migrate', 'blockjobs', 'iothreads', 'unplug-inflight',
+                                'reset-storm', 'enospc'), sc_ops))
 
 
 # -- results ----------------------------------------------------------------
@@ -406,13 +518,20 @@ def fio_results(log: str) -> List[Tuple[str, dict]]:
     return out
 
 
+# A load that the host cuts off (results named cut-*: ops.py's unplug)
+# may end with these errors; never with another (EILSEQ: a verify error).
+# ENOSPC: a write to a block device whose capacity the guest's driver set
+# to 0 as the disk went.
+CUT_ERRNOS = {5: 'EIO', 6: 'ENXIO', 19: 'ENODEV', 28: 'ENOSPC'}
+
+
 def check_fio(case: Case, results: List[Tuple[str, dict]]) -> None:
     if not results:
         raise CaseFail('no fio results in the serial log')
     for name, res in results:
         for j in res['jobs']:
             jn = f'{name}/{j["jobname"]}'
-            if j['error']:
+            if j['error'] and not (name.startswith('cut-') and j['error'] in CUT_ERRNOS):
                 raise CaseFail(f'fio {jn}: error {j["error"]}')
             if j['read']['io_bytes'] + j['write']['io_bytes'] == 0:
                 raise CaseFail(f'fio {jn}: no I/O')
@@ -488,6 +607,8 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
     finally:
         if r is not None:
             r.kill()
+            for fn in reversed(r.cleanups):
+                fn()
         if keep:
             print(f'# kept {tmp}', flush=True)
         else:

@@ -22,8 +22,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default='fork', help='build/NAME to test (fork, base)')
-    ap.add_argument('--subset', choices=['all', 'base'], default=None,
-                    help='base: the smaller subset (default for --build base)')
+    ap.add_argument('--subset', choices=['all', 'base', 'long'], default=None,
+                    help='base: the smaller subset (default for --build base); long: the '
+                    'long forms, not in make test (all: every case but these)')
     ap.add_argument('--case', nargs='+', default=[], metavar='NAME',
                     help='run only these cases (names, or prefixes of names)')
     ap.add_argument('--bindir', metavar='DIR',
@@ -58,7 +59,8 @@ def main() -> int:
         return 1
 
     subset = a.subset or ('base' if a.build == 'base' else 'all')
-    todo = [c for c in cases.CASES if subset == 'all' or c.base]
+    todo = [c for c in cases.CASES
+            if (c.long if subset == 'long' else not c.long and (subset == 'all' or c.base))]
     if a.case:
         # A name that is a case's whole name selects that case only;
         # otherwise it is a prefix.
