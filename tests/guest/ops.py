@@ -27,7 +27,7 @@ import random
 import re
 import subprocess
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from harness import CaseFail, Run
 
@@ -341,6 +341,21 @@ def file_opts(r: Run, i: int, path: str) -> dict:
             'cache': {'direct': d.aio != 'threads'}, 'locking': 'off'}
 
 
+
+def complete_jobs(r: Run, jobs: List[str], disks: Iterable[int], what: str) -> int:
+    """job-complete JOBS while a round of I/O has requests in flight, wait
+    for them to complete, and check that each disk is on its copy (m<i>)
+    again.  Returns the round."""
+    n = wait_round_io(r)
+    for j in jobs:
+        r.qmp('job-complete', id=j)
+    for j in jobs:
+        job_event(r, 'BLOCK_JOB_COMPLETED', j)
+    for i in disks:
+        if node_of(r, i) != f'm{i}':
+            raise CaseFail(f'vd{i} is on {node_of(r, i)} after the {what}, not m{i}')
+    return n
+
 def sc_blockjobs(r: Run) -> None:
     """On every disk at once, while the guest's rounds write: a mirror to a
     new raw file, compared at READY (VM stopped) and completed with
@@ -367,14 +382,7 @@ def sc_blockjobs(r: Run) -> None:
         job_event(r, 'BLOCK_JOB_READY', j)
     say(r, f'mirrors ready in round {round_phase(r.log())[1]}')
     stopped_compare(r, jobs, [(r.images[i], tgt[i]) for i in disks], 'mirror at READY')
-    n = wait_round_io(r)
-    for j in jobs:
-        r.qmp('job-complete', id=j)
-    for j in jobs:
-        job_event(r, 'BLOCK_JOB_COMPLETED', j)
-    for i in disks:
-        if node_of(r, i) != f'm{i}':
-            raise CaseFail(f'vd{i} is on {node_of(r, i)} after the mirror, not m{i}')
+    n = complete_jobs(r, jobs, disks, 'mirror')
     say(r, f'mirrors completed during round {n}: the disks are on the copies')
 
     # A round of writes on the copies, then the overlays, and a round on them.
@@ -402,14 +410,7 @@ def sc_blockjobs(r: Run) -> None:
     for j in jobs:
         job_event(r, 'BLOCK_JOB_READY', j)
     stopped_compare(r, jobs, [(ovl[i], tgt[i]) for i in disks], 'commit at READY')
-    n = wait_round_io(r)
-    for j in jobs:
-        r.qmp('job-complete', id=j)
-    for j in jobs:
-        job_event(r, 'BLOCK_JOB_COMPLETED', j)
-    for i in disks:
-        if node_of(r, i) != f'm{i}':
-            raise CaseFail(f'vd{i} is on {node_of(r, i)} after the commit, not m{i}')
+    n = complete_jobs(r, jobs, disks, 'commit')
     say(r, f'commits completed during round {n}: the disks are on the copies again')
     wait(r, lambda t: count(t, r'@@MARK round-done') > n, f'the end of round {n}')
     r.ctl_write('IOBATCH-STOP')
