@@ -97,3 +97,18 @@ zero_discard() {
 irq_count() {
     awk -v p="$1" '$NF == p || $(NF) ~ p"$" { s = 0; for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i; else break; t += s } END { print t + 0 }' /proc/interrupts
 }
+
+# ticker TAG=DEV...: every second, @@TICK and TAG=COMPLETED/INFLIGHT for
+# each block device DEV (reads, writes, discards and flushes completed;
+# requests in flight); TAG= alone while DEV is gone (unplugged).  Reads
+# sysfs only: a serial lookup would be a request to the device.
+ticker() {
+    while :; do
+        line=@@TICK
+        for b in "$@"; do
+            line="$line ${b%=*}=$(awk '{ print $1 + $5 + $12 + $15 "/" $9 }' "/sys/block/${b#*=}/stat" 2>/dev/null || true)"
+        done
+        echo "$line"
+        sleep 1
+    done
+}

@@ -86,13 +86,6 @@ JOB
     esac
 }
 
-ticker() {
-    while :; do
-        echo "@@TICK vda=$(awk '{ print $1 + $5 + $12 + $15 "/" $9 }' /sys/block/vda/stat 2>/dev/null || echo 0/0)"
-        sleep 1
-    done
-}
-
 # load_until_cut NAME: run the load until the host ends it (unplug or
 # reset), ticking meanwhile; print its result (any exit status: the
 # harness checks the errors).  Its reads do not verify: when the disk
@@ -102,7 +95,7 @@ ticker() {
 # disk is verified after every unplug and boot instead.
 load_until_cut() {
     job /tmp/load.fio load 600 0
-    ticker &
+    ticker vda=vda &
     tick=$!
     rc=0
     fio --eta=never --output-format=json --output="/tmp/$1.json" /tmp/load.fio || rc=$?

@@ -44,17 +44,6 @@ ctl_says() {
     [ -n "$ctl" ] && dd if="$ctl" bs=512 count=1 iflag=direct 2>/dev/null | tr -d '\000' | grep -q "$1"
 }
 
-ticker() {
-    while :; do
-        line=@@TICK
-        for b in $busy; do
-            line="$line ${b%=*}=$(awk '{ print $1 + $5 + $12 + $15 "/" $9 }' "/sys/block/${b#*=}/stat")"
-        done
-        echo "$line"
-        sleep 1
-    done
-}
-
 # run_all KIND ROUND REGION: the verify workload (KIND verify) or its
 # verification (KIND verifyonly) on REGION of every disk, all at once;
 # print each result, fail on the first that failed.
@@ -73,7 +62,7 @@ run_all() {
         pids="$pids $!" names="$names $name" busy="$busy $s=${d#/dev/}"
         k=$((k + 1))
     done
-    ticker &
+    ticker $busy &
     tick=$!
     wait $pids
     kill $tick

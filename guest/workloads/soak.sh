@@ -88,25 +88,11 @@ job() {
     echo "$name" >> /tmp/jobs
 }
 
-# ticker: every second, @@TICK and TAG=COMPLETED/INFLIGHT for each disk
-# with a job (reads, writes, discards and flushes completed; requests in
-# flight).  Not find_disk: reading a serial is a request to the device.
-ticker() {
-    while :; do
-        line=@@TICK
-        for b in $busy; do
-            line="$line ${b%=*}=$(awk '{ print $1 + $5 + $12 + $15 "/" $9 }' "/sys/block/${b#*=}/stat")"
-        done
-        echo "$line"
-        sleep 1
-    done
-}
-
 # collect: wait for the jobs (ticking meanwhile), print their results
 # (fail on the first that failed), and forget them.
 collect() {
     if [ -n "$pids" ]; then
-        ticker &
+        ticker $busy &
         tick=$!
         wait $pids
         kill $tick
