@@ -102,6 +102,9 @@ def _migrate_case(name, rows, long=False):
 
 
 VERIFY_ENV = {'DEV': '/dev/vda', 'MB': '32', 'ZERO': '1'}
+# stop-cont: rounds of the verify workload (io_uring) until the host has
+# stopped the VM 4 times, each during a round's writes (ops.sc_stopcont).
+STOPCONT_ENV = {'DISKS': 'sc0', 'MB': '16', 'CTL': '1'}
 
 CASES = [
     Case(_pw_name(r), 'verify',
@@ -112,32 +115,29 @@ CASES = [
          doc='pairwise axes; verify + write-zeroes + discard')
     for i, r in enumerate(PAIRWISE)
 ] + [
-    Case('stop-cont', 'verify',
-         [Disk(aio='native', iothread=True, num_queues=2)],
-         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
-         scenario='stopcont', base=True, timeout=180,
-         doc='QMP stop/cont 4x during fio; fio completes and verifies'),
+    Case('stop-cont', 'rounds',
+         [Disk(aio='native', iothread=True, num_queues=2, serial='sc0')],
+         env=STOPCONT_ENV, ctl=True, scenario='stopcont', base=True, timeout=180,
+         doc='QMP stop/cont 4x, each while a round of verified writes runs'),
 
-    Case('stop-cont-threads', 'verify',
-         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False)],
-         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
-         scenario='stopcont', base=True, timeout=180,
+    Case('stop-cont-threads', 'rounds',
+         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False, serial='sc0')],
+         env=STOPCONT_ENV, ctl=True, scenario='stopcont', base=True, timeout=180,
          doc='stop-cont on aio=threads: the thread pool completes requests '
              'outside the AioContext lock, every completion notifies'),
 
     # The fork's notification batching (x-notify-batch): its other policies
     # defer more than the default does, which stop/cont must survive too.
-    Case('stop-cont-deferred', 'verify',
-         [Disk(aio='native', iothread=True, num_queues=2, props='x-notify-batch=deferred')],
-         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
-         scenario='stopcont', timeout=180,
+    Case('stop-cont-deferred', 'rounds',
+         [Disk(aio='native', iothread=True, num_queues=2, serial='sc0',
+               props='x-notify-batch=deferred')],
+         env=STOPCONT_ENV, ctl=True, scenario='stopcont', timeout=180,
          doc='stop-cont with every notification of a batch deferred to its end'),
 
-    Case('stop-cont-first-bounded', 'verify',
-         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False,
+    Case('stop-cont-first-bounded', 'rounds',
+         [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False, serial='sc0',
                props='x-notify-batch=first,x-notify-batch-inflight=2,x-notify-batch-max=4')],
-         env={'DEV': '/dev/vda', 'MB': '48', 'LOOPS': '4', 'ENGINE': 'io_uring'},
-         scenario='stopcont', timeout=180,
+         env=STOPCONT_ENV, ctl=True, scenario='stopcont', timeout=180,
          doc='stop-cont with the first notification of a batch at once and the '
              'rest checked every 4 completions or when 2 are left in flight'),
 

@@ -426,23 +426,6 @@ def sc_none(r: Run) -> None:
     pass
 
 
-def sc_stopcont(r: Run) -> None:
-    """stop/cont several times while fio runs; it must still be running."""
-    r.wait_marker(r'@@MARK io-start')
-    time.sleep(1)
-    for _ in range(4):
-        if '@@FIO-END' in r.log():
-            raise CaseFail('fio finished before the stops: make the workload longer')
-        r.qmp('stop')
-        r.event('STOP')
-        if r.qmp('query-status')['running']:
-            raise CaseFail('still running after stop')
-        time.sleep(0.5)
-        r.qmp('cont')
-        r.event('RESUME')
-        time.sleep(0.7)
-
-
 def sc_reset(r: Run) -> None:
     """system_reset during phase-2 writes; the second boot verifies phase 1."""
     r.wait_marker(r'@@MARK phase2-running')
@@ -495,10 +478,10 @@ def sc_ops(r: Run) -> None:
     ops.SCENARIOS[r.case.scenario](r)
 
 
-SCENARIOS = {'none': sc_none, 'stopcont': sc_stopcont, 'reset': sc_reset,
+SCENARIOS = {'none': sc_none, 'reset': sc_reset,
              'werror-stop': sc_werror_stop, 'hotplug': sc_hotplug, 'soak': sc_soak}
-SCENARIOS.update(dict.fromkeys(('migrate', 'blockjobs', 'iothreads', 'unplug-inflight',
-                                'reset-storm', 'enospc'), sc_ops))
+SCENARIOS.update(dict.fromkeys(('stopcont', 'migrate', 'blockjobs', 'iothreads',
+                                'unplug-inflight', 'reset-storm', 'enospc'), sc_ops))
 
 
 # -- results ----------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Operations on a running VM while its guest's I/O is in flight
 (cases.py, docs/guest-tests.md#operations-with-io-in-flight):
 
+- stopcont: QMP stop and cont, STOPS times, each stop while a round of
+  the verify workload writes (guest/workloads/rounds.sh);
 - migrate: live migration to a second QEMU on the same images (TCP on
   127.0.0.1), HOPS times, each switch-over while a round of the verify
   workload runs (guest/workloads/rounds.sh);
@@ -229,6 +231,30 @@ class WritingInRound:
 def wait_round_io(r: Run) -> int:
     """Wait until a round's I/O writes on every disk; returns the round."""
     return wait(r, WritingInRound(r), 'a round of I/O writing on every disk', 120)
+
+
+def sc_stopcont(r: Run) -> None:
+    """STOPS times: stop the VM while a round writes on every disk, check
+    that it stays stopped and that no request completes while it is (the
+    stop drained them), and continue it.  The rounds go on until the host
+    ends them, so every stop lands in the guest's I/O however fast the
+    host is."""
+    for k in range(r.case.scenario_args.get('stops', 4)):
+        n = wait_round_io(r)
+        r.qmp('stop')
+        r.event('STOP')
+        if r.qmp('query-status')['running']:
+            raise CaseFail('still running after stop')
+        before = disk_ops(r, r.vm)
+        time.sleep(0.5)
+        if disk_ops(r, r.vm) != before:
+            raise CaseFail(f'requests completed while the VM was stopped: {before} then'
+                           f' {disk_ops(r, r.vm)}')
+        r.qmp('cont')
+        r.event('RESUME')
+        say(r, f'stop {k + 1} in round {n}')
+    r.ctl_write('IOBATCH-STOP')
+    wait(r, lambda t: '@@MARK rounds-done' in t, 'the end of the rounds')
 
 
 def sc_migrate(r: Run) -> None:
@@ -589,6 +615,6 @@ def sc_enospc(r: Run) -> None:
                        ' little for the file system (small_fs_mb, free_mb)')
 
 
-SCENARIOS = {'migrate': sc_migrate, 'blockjobs': sc_blockjobs, 'iothreads': sc_iothreads,
-             'unplug-inflight': sc_unplug_inflight, 'reset-storm': sc_reset_storm,
-             'enospc': sc_enospc}
+SCENARIOS = {'stopcont': sc_stopcont, 'migrate': sc_migrate, 'blockjobs': sc_blockjobs,
+             'iothreads': sc_iothreads, 'unplug-inflight': sc_unplug_inflight,
+             'reset-storm': sc_reset_storm, 'enospc': sc_enospc}
