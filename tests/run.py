@@ -18,8 +18,9 @@ under a timeout, so a hang is a failure.
 
 Known failures of the base are listed in tests/known-failures, each with its
 reason and the issue that fixes it.  They are reported as expected failures
-("xfail"); one that passes is reported as "xpass".  Tests listed there as
-"flaky" are retried once, visibly, and a pass after a retry is counted as
+("xfail"); one that passes is reported as "xpass", except where it is
+listed as "racy" (a race of the base that fails some runs only: a pass
+says nothing).  Tests listed there as "flaky" are retried once, visibly, and a pass after a retry is counted as
 such.  Any other failure fails the run.
 
 Every skip keeps its reason (an iotest's .notrun file, the comment of a
@@ -104,9 +105,9 @@ class KnownFailures:
                     continue
                 fields = line.split(None, 4)
                 if len(fields) < 5 or fields[3] not in ('fail', 'hang',
-                                                        'flaky'):
+                                                        'racy', 'flaky'):
                     sys.exit(f'{path}:{n}: expected "WHERE TEST ISSUE '
-                             f'fail|hang|flaky REASON"')
+                             f'fail|hang|racy|flaky REASON"')
                 self.entries.append(fields)
 
     def lookup(self, suite, test):
@@ -127,10 +128,10 @@ class Results:
         skip, detail is its reason.  retried: the status of the first
         attempt, when the test was run again."""
         kind, reason = self.known.lookup(suite, test)
-        if kind in ('fail', 'hang'):
+        if kind in ('fail', 'hang', 'racy'):
             if status in ('fail', 'timeout'):
                 status, detail = 'xfail', reason
-            elif status == 'pass':
+            elif status == 'pass' and kind != 'racy':
                 status, detail = 'xpass', reason
         item = {'suite': suite, 'test': test, 'status': status,
                 'detail': detail}
