@@ -1,26 +1,68 @@
 #!/bin/bash
-# build.sh NAME SRCDIR: configure (once) and build QEMU from SRCDIR in
-# build/NAME.  base and fork share the one configure line below, so that the
-# only difference between the two builds is the patch series (and the
-# package version that --version prints).  CONFIGURE_EXTRA adds options (not
-# for base and fork).
+# build.sh [--print-configure] NAME SRCDIR: configure (once) and build QEMU
+# from SRCDIR in build/NAME.  base and fork share the one configure line
+# below, so that the only difference between the two builds is the patch
+# series (and the package version that --version prints).  CONFIGURE_EXTRA
+# adds options (not for base and fork).
+#
+# The line depends on the QEMU version of SRCDIR (its VERSION file), not on
+# NAME: QEMU 7.2 (base, fork, tree, bisect, ...) and QEMU 10.0 (upstream,
+# scripts/upstream.sh) do not accept the same options.  --print-configure
+# prints the configure arguments that a build would use, one per line, and
+# builds nothing (tests/configure.py checks them against the tree's
+# 'configure --help').
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-name=${1:?usage: build.sh NAME SRCDIR}
-src=$(cd "${2:?usage: build.sh NAME SRCDIR}" && pwd)
+print_configure=
+if [ "${1:-}" = --print-configure ]; then print_configure=1; shift; fi
+usage="usage: build.sh [--print-configure] NAME SRCDIR"
+name=${1:?$usage}
+src=$(cd "${2:?$usage}" && pwd)
 out=$top/build/$name
 jobs=${JOBS:-$(nproc)}
 
+[ -f "$src/VERSION" ] ||
+    { echo "build: error: $src has no VERSION file: not a QEMU source tree" >&2; exit 1; }
+qemu_version=$(cat "$src/VERSION")
+major=${qemu_version%%.*}
+
+# The options of every QEMU version we build, each for a reason:
 CONFIGURE_ARGS=(
+    # The one target that the fork ships and the tests and benchmarks run;
+    # all of them would take many times as long to build.
     --target-list=x86_64-softmmu
+    # qemu-img, qemu-io, qemu-nbd and qemu-storage-daemon: the iotests,
+    # the smoke test and vblk-load need them.
     --enable-tools
+    # aio=native and aio=io_uring are what the series is about: fail at
+    # configure when libaio-dev or liburing-dev is missing, rather than
+    # build without them (the default is "if available").
     --enable-linux-aio
     --enable-linux-io-uring
+    # The storage daemon's vhost-user-blk export, for the
+    # vhost-user-blk-pci qtests (tests/run.py QOS_DEVICES).
     --enable-vhost-user-blk-server
+    # No sphinx: the manuals are not part of what we test or ship here.
     --disable-docs
-    --with-git-submodules=ignore
 )
+case $major in
+    7)
+        # QEMU 7.2 only (removed by 8.x; 10.0's configure rejects it as an
+        # "unknown option"): tree/ (make tree) is a git checkout without
+        # QEMU's submodules, where 7.2 would otherwise try to 'git submodule
+        # update' ui/keycodemapdb; the Debian source carries its content.
+        CONFIGURE_ARGS+=(--with-git-submodules=ignore)
+        ;;
+    10)
+        # Nothing more for 10.0 (scripts/upstream.sh adds
+        # --disable-install-blobs through CONFIGURE_EXTRA).
+        ;;
+    *)
+        echo "build: error: $src is QEMU $qemu_version; scripts/build.sh has configure lines for 7.x and 10.x only: add one for $major.x (check each option against '$src/configure --help')" >&2
+        exit 1
+        ;;
+esac
 # Extra configure options for an experimental build, e.g.
 # CONFIGURE_EXTRA=--enable-debug-defer-call scripts/build.sh dbg build/src/fork
 # shellcheck disable=SC2206
@@ -41,6 +83,10 @@ case $name in
     *) pkgversion="" ;;
 esac
 pkgversion=${PKGVERSION-$pkgversion}
+if [ -n "$print_configure" ]; then
+    printf '%s\n' "${CONFIGURE_ARGS[@]}" --with-pkgversion="$pkgversion"
+    exit 0
+fi
 PRODUCTS=(qemu-system-x86_64 qemu-img qemu-io qemu-nbd
           storage-daemon/qemu-storage-daemon)
 
