@@ -1,22 +1,26 @@
 #!/bin/bash
-# build.sh [--print-configure] NAME SRCDIR: configure (once) and build QEMU
-# from SRCDIR in build/NAME.  base and fork share the one configure line
-# below, so that the only difference between the two builds is the patch
-# series (and the package version that --version prints).  CONFIGURE_EXTRA
-# adds options (not for base and fork).
+# build.sh [--print-configure|--configure-only] NAME SRCDIR: configure (once)
+# and build QEMU from SRCDIR in build/NAME.  base and fork share the one
+# configure line below, so that the only difference between the two builds
+# is the patch series (and the package version that --version prints).
+# CONFIGURE_EXTRA adds options (not for base and fork).
 #
 # The line depends on the QEMU version of SRCDIR (its VERSION file), not on
 # NAME: QEMU 7.2 (base, fork, tree, bisect, ...) and QEMU 10.0 (upstream,
 # scripts/upstream.sh) do not accept the same options.  --print-configure
-# prints the configure arguments that a build would use, one per line, and
-# builds nothing (tests/configure.py checks them against the tree's
-# 'configure --help').
+# prints the configure arguments that a build would use, one per line;
+# --configure-only configures build/NAME as a build would and stops there.
+# Neither builds anything: tests/configure.py (suite "configure" of make
+# test) checks the line against the tree's 'configure --help' and runs it.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-print_configure=
-if [ "${1:-}" = --print-configure ]; then print_configure=1; shift; fi
-usage="usage: build.sh [--print-configure] NAME SRCDIR"
+mode=build
+case ${1:-} in
+    --print-configure) mode=print; shift ;;
+    --configure-only) mode=configure; shift ;;
+esac
+usage="usage: build.sh [--print-configure|--configure-only] NAME SRCDIR"
 name=${1:?$usage}
 src=$(cd "${2:?$usage}" && pwd)
 out=$top/build/$name
@@ -48,10 +52,12 @@ CONFIGURE_ARGS=(
 )
 case $major in
     7)
-        # QEMU 7.2 only (removed by 8.x; 10.0's configure rejects it as an
-        # "unknown option"): tree/ (make tree) is a git checkout without
-        # QEMU's submodules, where 7.2 would otherwise try to 'git submodule
-        # update' ui/keycodemapdb; the Debian source carries its content.
+        # QEMU 7.2 only (gone from later configure scripts; 10.0's stops at
+        # it with "unknown option"): our 7.2 trees (build/src/base,
+        # build/src/fork, tree/) are git repositories without QEMU's
+        # submodules, and with a .git 7.2's configure defaults to 'git
+        # submodule update' of ui/keycodemapdb, which fails; the Debian
+        # source already carries its content.
         CONFIGURE_ARGS+=(--with-git-submodules=ignore)
         ;;
     10)
@@ -75,6 +81,7 @@ fi
 # 'meson configure' sets it, and ninja then regenerates qemu-version.h, which
 # only the dozen files that print the version include (in 7.2 the package
 # version reaches nothing else in a build without modules).
+# shellcheck disable=SC1091  # base.pin: VAR=value lines, not followed here
 base_version=$(. "$top/base.pin"; echo "$VERSION")
 case $name in
     base) pkgversion="Debian $base_version, unpatched" ;;
@@ -83,7 +90,7 @@ case $name in
     *) pkgversion="" ;;
 esac
 pkgversion=${PKGVERSION-$pkgversion}
-if [ -n "$print_configure" ]; then
+if [ "$mode" = print ]; then
     printf '%s\n' "${CONFIGURE_ARGS[@]}" --with-pkgversion="$pkgversion"
     exit 0
 fi
@@ -120,6 +127,8 @@ elif [ "$(meson introspect --buildoptions "$out" |
     echo "build: package version of $name: $pkgversion"
     meson configure "$out" -Dpkgversion="$pkgversion" >/dev/null
 fi
+
+[ "$mode" = build ] || exit 0
 
 echo "build: building $name with $jobs jobs"
 ninja -C "$out" -j "$jobs" "${PRODUCTS[@]}"
