@@ -1,6 +1,7 @@
 #!/bin/bash
-# upstream.sh: a comparison build of upstream QEMU 10.0 as Debian ships it,
-# in build/upstream (make upstream).  Not part of the fork: nothing of it is
+# upstream.sh [--fetch-only | --print-configure | --configure-only NAME]:
+# a comparison build of upstream QEMU 10.0 as Debian ships it, in
+# build/upstream (make upstream).  Not part of the fork: nothing of it is
 # ever committed, and no patch of ours is applied to it.  bench/run.py
 # --builds ... upstream and bench/profile.py measure it beside base and fork.
 #
@@ -26,11 +27,24 @@
 # benchmark reports quote.  Once fetched, the archive is asked again only
 # with UPSTREAM_REFRESH=1.
 #
-# The build uses scripts/build.sh, so its configure line is the one of base
-# and fork, plus --disable-install-blobs: the +ds source has no firmware, and
-# 10.0's meson setup fails on the missing files otherwise (Debian's own
-# build passes it too); scripts/firmware.sh links Debian's firmware in, as
-# for base and fork.  About 25 minutes on 2 cores, cold.
+# The build uses scripts/build.sh, so its configure line is build.sh's line
+# for a 10.x tree (that of base and fork without the 7.2-only
+# --with-git-submodules=ignore), plus --disable-install-blobs: the +ds source
+# has no firmware, and 10.0's meson setup fails on the missing files
+# otherwise (Debian's own build passes it too); scripts/firmware.sh links
+# Debian's firmware in, as for base and fork.  About 25 minutes on 2 cores,
+# cold.
+#
+# The other modes build nothing; each fetches first if needed (about 15 s
+# and 80 MB on a fresh clone, nothing once cached):
+#   --fetch-only         the source in build/src/upstream and the meson.
+#   --print-configure    the configure arguments of build/upstream, one per
+#                        line (scripts/build.sh --print-configure).
+#   --configure-only NAME
+#                        configure build/NAME with the line and the meson of
+#                        build/upstream, and stop (about a minute).
+# tests/configure.py (suite "configure" of make test) uses them, so that a
+# configure line that 10.0 rejects fails make test, not a 25-minute build.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +57,22 @@ src=$top/build/src/upstream
 info=$top/build/upstream.version
 
 die() { echo "upstream: error: $*" >&2; exit 1; }
+
+mode=build
+case ${1:-} in
+    "") ;;
+    --fetch-only) mode=fetch ;;
+    --print-configure) mode=print ;;
+    --configure-only)
+        mode=configure
+        check_name=${2:?usage: upstream.sh --configure-only NAME}
+        [ "$check_name" != upstream ] ||
+            die "--configure-only upstream would replace build/upstream; give another NAME"
+        ;;
+    *) die "unknown argument '$1'; usage: upstream.sh [--fetch-only | --print-configure | --configure-only NAME]" ;;
+esac
+# --print-configure: only the arguments on stdout, the rest on stderr.
+if [ "$mode" = print ]; then exec 3>&1 1>&2; fi
 
 for tool in apt-get apt-cache dpkg-source dpkg-deb; do
     command -v "$tool" >/dev/null || die "$tool not found: this needs Debian 12 with dpkg-dev; run 'make deps'"
@@ -98,8 +128,9 @@ SOURCES
     qemu_version=$best
 
     meson_version=$(apt-cache "${apt_opts[@]}" policy meson | sed -n 's/^ *Candidate: //p')
-    [ -n "$meson_version" ] && [ "$meson_version" != "(none)" ] ||
+    if [ -z "$meson_version" ] || [ "$meson_version" = "(none)" ]; then
         die "no meson binary package in trixie's index (see $apt_dir/update.log)"
+    fi
 
     echo "upstream: downloading qemu=$qemu_version (source) and meson=$meson_version (.deb)"
     (cd "$dl" && apt-get "${apt_opts[@]}" -q source --download-only "qemu=$qemu_version") \
@@ -130,8 +161,9 @@ if [ "$(cat "$mesondir.stamp" 2>/dev/null)" != "$meson_version" ]; then
     dpkg-deb -x "$meson_deb" "$mesondir" || die "dpkg-deb -x $meson_deb failed"
     echo "$meson_version" >"$mesondir.stamp"
 fi
-[ -x "$mesondir/usr/bin/meson" ] && [ -d "$mesondir/usr/lib/python3/dist-packages/mesonbuild" ] ||
+if [ ! -x "$mesondir/usr/bin/meson" ] || [ ! -d "$mesondir/usr/lib/python3/dist-packages/mesonbuild" ]; then
     die "$meson_deb has no usr/bin/meson or mesonbuild; remove $mesondir and run 'make upstream' again"
+fi
 
 if [ "$(cat "$src.stamp" 2>/dev/null)" != "$qemu_version" ] || [ ! -f "$src/VERSION" ]; then
     echo "upstream: unpacking qemu $qemu_version into $src"
@@ -145,14 +177,27 @@ fi
 
 {
     echo "qemu $qemu_version (QEMU $(cat "$src/VERSION")) from trixie/trixie-security, built with meson $meson_version"
-    (cd "$dl" && sha256sum "$(basename "$dsc")" $(sed -n '/^Checksums-Sha256:/,/^[^ ]/s/^ [0-9a-f]* [0-9]* //p' "$dsc") "$(basename "$meson_deb")")
+    mapfile -t orig < <(sed -n '/^Checksums-Sha256:/,/^[^ ]/s/^ [0-9a-f]* [0-9]* //p' "$dsc")
+    (cd "$dl" && sha256sum "$(basename "$dsc")" "${orig[@]}" "$(basename "$meson_deb")")
 } >"$info.tmp"
 mv "$info.tmp" "$info"
 
+# build.sh with trixie's meson and the options of this build, in every mode.
+build_sh() {
+    PATH=$mesondir/usr/bin:$PATH \
+    PYTHONPATH=$mesondir/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH} \
+    CONFIGURE_EXTRA="--disable-install-blobs ${CONFIGURE_EXTRA:-}" \
+        "$top/scripts/build.sh" "$@"
+}
+case $mode in
+    fetch)
+        echo "upstream: QEMU $(cat "$src/VERSION") in $src, meson $meson_version in $mesondir"
+        exit 0 ;;
+    print) build_sh --print-configure upstream "$src" >&3; exit 0 ;;
+    configure) build_sh --configure-only "$check_name" "$src"; exit 0 ;;
+esac
+
 echo "upstream: building QEMU $(cat "$src/VERSION") with meson $meson_version into build/upstream"
 start=$SECONDS
-PATH=$mesondir/usr/bin:$PATH \
-PYTHONPATH=$mesondir/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH} \
-CONFIGURE_EXTRA="--disable-install-blobs ${CONFIGURE_EXTRA:-}" \
-    "$top/scripts/build.sh" upstream "$src"
+build_sh upstream "$src"
 echo "upstream: build/upstream ready in $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s ($(head -n 1 "$info"))"
