@@ -2,7 +2,9 @@
 """Run the fork's test suites on one build (build/fork by default).
 
 Suites: the documentation's links and the make help (tests/docs.py); the
-versions, the apt repository and the held-back check (tests/packaging.py);
+configure lines of scripts/build.sh against the QEMU 7.2 and 10.0 trees,
+without a build (tests/configure.py, started beside the first suites at the
+lowest priority and reported after check-update); the versions, the apt repository and the held-back check (tests/packaging.py);
 tests/smoke.py; vblk-load as a hostile guest (bench/vblk-load/chaos.sh);
 a short run of the virtio-blk fuzz targets (scripts/fuzz.sh, fork only);
 the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
@@ -324,6 +326,7 @@ def stream(cmd, timeout, on_line, env=None):
     timer.start()
     for line in p.stdout:
         on_line(line)
+    p.stdout.close()
     p.wait()
     timed_out = not timer.is_alive()
     timer.cancel()
@@ -360,11 +363,36 @@ def run_smoke(build, res):
         res.add('smoke', 'smoke.py', 'fail', f'exit status {r.returncode}')
 
 
-def run_reported(cmd, pattern, want, timeout, suite, res, env=None):
+class Started:
+    """A command started now at the lowest CPU priority, beside the suites,
+    and reported later (run_reported(..., started=...)): its output is
+    kept until then.  For checks that take a while but little CPU."""
+
+    def __init__(self, cmd, timeout, env=None):
+        self.cmd = cmd
+        self.lines = []
+        self.result = None
+        self.thread = threading.Thread(
+            target=self._run, args=(['nice', '-n', '19'] + cmd, timeout, env),
+            daemon=True)
+        self.thread.start()
+
+    def _run(self, cmd, timeout, env):
+        t0 = time.monotonic()
+        self.result = stream(cmd, timeout, self.lines.append, env=env)
+        self.took = time.monotonic() - t0
+
+    def wait(self):
+        self.thread.join()
+        return self.result
+
+
+def run_reported(cmd, pattern, want, timeout, suite, res, env=None, started=None):
     """Run cmd, which prints a line per test that @pattern matches, with
     the groups ok|FAIL, the test's name and a detail.  A test of @want
     that it does not report fails, and so does an exit status that no
-    failed test explains."""
+    failed test explains.  With @started (a Started of cmd), wait for it
+    and report its output instead of running cmd again."""
     seen = set()
     name = os.path.basename(cmd[0])
 
@@ -376,7 +404,13 @@ def run_reported(cmd, pattern, want, timeout, suite, res, env=None):
             res.add(suite, m.group(2),
                     'pass' if m.group(1) == 'ok' else 'fail', m.group(3))
 
-    rc, timed_out = stream(cmd, timeout, on_line, env=env)
+    if started:
+        rc, timed_out = started.wait()
+        log(f'    (started beside the suites, took {started.took:.0f} s)')
+        for line in started.lines:
+            on_line(line)
+    else:
+        rc, timed_out = stream(cmd, timeout, on_line, env=env)
     if timed_out:
         res.add(suite, name, 'timeout', f'killed after {timeout}s')
         return
@@ -547,6 +581,27 @@ def run_docs(res):
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$',
                  ['links:README.md', 'links-checker', 'make-help', 'make-check'],
                  300, 'docs', res)
+
+
+CONFIGURE_CMD = [sys.executable, f'{TOP}/tests/configure.py']
+CONFIGURE_TIMEOUT = 900
+
+
+def start_configure():
+    """tests/configure.py, started beside the first suites: most of its
+    minute is 10.0's configure, which waits on the compiler more than it
+    uses the machine."""
+    return Started(CONFIGURE_CMD, CONFIGURE_TIMEOUT)
+
+
+def run_configure(res, started):
+    """tests/configure.py: the configure lines of scripts/build.sh fit the
+    7.2 and 10.0 trees (configure --help, and 10.0's configure run)."""
+    log('== configure lines (tests/configure.py)')
+    run_reported(CONFIGURE_CMD, r'^(ok|FAIL) (\S+?)(?:: (.*))?$',
+                 ['fetch-upstream', 'options:upstream', 'options:base',
+                  'configure:upstream'],
+                 CONFIGURE_TIMEOUT, 'configure', res, started=started)
 
 
 def run_packaging(build, res):
@@ -822,8 +877,9 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['docs', 'packaging', 'smoke', 'chaos', 'fuzz', 'unit', 'qtest',
-                             'iotests', 'guest', 'libvirt', 'check-update', 'debug'],
+                    choices=['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
+                             'unit', 'qtest', 'iotests', 'guest', 'libvirt', 'check-update',
+                             'debug'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -852,8 +908,9 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['docs', 'packaging', 'smoke', 'chaos', 'fuzz', 'unit', 'qtest',
-                            'iotests', 'guest', 'libvirt', 'check-update', 'debug']
+    suites = args.suite or ['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
+                            'unit', 'qtest', 'iotests', 'guest', 'libvirt', 'check-update',
+                            'debug']
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -864,6 +921,7 @@ def main():
                                       ('base', bool(base_suites)),
                                       ('debug-build', 'debug' in suites))])
 
+    configure = start_configure() if 'configure' in suites else None
     if 'docs' in suites:
         run_docs(res)
     if 'packaging' in suites:
@@ -885,6 +943,8 @@ def main():
         run_libvirt(build, res)
     if 'check-update' in suites:
         run_check_update(res)
+    if configure:
+        run_configure(res, configure)
     if 'fuzz' in suites and beside.ready('fuzz-build', 'fuzz', res):
         run_fuzz(build, res)
     if base_suites:

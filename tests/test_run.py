@@ -149,5 +149,30 @@ class Accounting(unittest.TestCase):
         self.assertEqual(run.tap_skip_reason('ok 1 /a\n'), '(no reason in its output)')
 
 
+class StartedReported(unittest.TestCase):
+    """run_reported with started=: a check started beside the suites
+    (the suite "configure") is reported as if it had run there."""
+
+    def report(self, script):
+        res = run.Results(run.KnownFailures(os.devnull, 'fork'))
+        with redirect_stdout(io.StringIO()):
+            started = run.Started([sys.executable, '-c', script], 60)
+            run.run_reported(['configure.py'], r'^(ok|FAIL) (\S+?)(?:: (.*))?$',
+                             ['a', 'b'], 60, 'configure', res, started=started)
+        return {(i['test'], i['status']) for i in res.items}
+
+    def test_pass_and_fail(self):
+        self.assertEqual(self.report('print("ok a: fine"); print("FAIL b: bad"); exit(1)'),
+                         {('a', 'pass'), ('b', 'fail')})
+
+    def test_not_reported(self):
+        self.assertEqual(self.report('print("ok a: fine"); exit(2)'),
+                         {('a', 'pass'), ('b', 'fail')})
+
+    def test_unexplained_exit(self):
+        self.assertEqual(self.report('print("ok a: fine"); print("ok b: fine"); exit(2)'),
+                         {('a', 'pass'), ('b', 'pass'), ('configure.py', 'fail')})
+
+
 if __name__ == '__main__':
     unittest.main()
