@@ -153,9 +153,12 @@ run: bench ## [root] set up, build both, run the quick benchmark (make bench)
 profile: build vblk-load ## [root] where the IOThread's CPU goes, base against fork (perf)
 	python3 bench/profile.py $(PROFILEFLAGS)
 
-# A comparison build of Debian's newest upstream QEMU 10.0 (trixie), with the
-# same configure line, in build/upstream: about 25 minutes on 2 cores, so not
-# part of 'make run'; 'make bench BENCHFLAGS=--upstream' builds and adds it.
+# A comparison build of Debian's newest upstream QEMU 10.0 (trixie), with
+# scripts/build.sh's line for 10.x (that of base and fork less the 7.2-only
+# --with-git-submodules=ignore) plus --disable-install-blobs, in
+# build/upstream: about 25 minutes on 2 cores, so not part of 'make run';
+# 'make bench BENCHFLAGS=--upstream' builds and adds it.  The suite
+# "configure" of make test checks that line against 10.0's configure.
 upstream: deps ## [root] comparison build of Debian's QEMU 10.0 in build/upstream (~25 min)
 	scripts/upstream.sh
 
