@@ -25,7 +25,12 @@ SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
   than its owner can write; setup-apt --remove leaves nothing.
 - held-back-*: packaging/qemu-iobatch-check, as setup-apt installs it,
   against stand-in archives: quiet when Debian has nothing newer than the
-  fork's base; a warning (exit 1, state file, login message) when it has;
+  fork's base; a warning (exit 1, state file, login message) when it has,
+  that says the pin holds Debian's update back, the fork's base is older,
+  and gives the admin's choices: wait for the next release, or go back to
+  Debian's packages with one apt-get command, which apt (simulated, the pin
+  in place) carries out, and after which the pin keeps Debian's packages
+  until the next release;
   nothing for a version apt would not install by default (backports);
   "apt upgrade installs it" when a fork build on the new version is in the
   repository; nothing when the fork is not installed; and run by apt itself
@@ -439,12 +444,77 @@ class RepoTests:
         if r.returncode != 1 or 'WARNING' not in r.stdout or self.debian_next not in r.stdout \
                 or self.base not in r.stdout:
             raise Fail(f'exit {r.returncode}: {r.stdout.strip()!r}')
+        # What it tells the admin must be true: the pin holds Debian's
+        # update back, the fork's base is older, wait for the next release
+        # or go back with one command (held-back-fallback runs it).  Not
+        # 'make deb repo', which rebuilds the same base and changes nothing.
+        for bad in ('make deb', 'make repo', 'make check-update'):
+            if bad in r.stdout:
+                raise Fail(f'the warning suggests {bad!r}, which does not help a host: '
+                           f'{r.stdout.strip()!r}')
+        for want in ('holds it back', f"built on Debian's older {self.base}",
+                     "wait for the project's next release", "go back to Debian's packages",
+                     'apt-get install '):
+            if want not in r.stdout:
+                raise Fail(f'the warning does not say {want!r}: {r.stdout.strip()!r}')
         if not state or self.debian_next not in state:
             raise Fail(f'no state file with the warning: {state!r}')
         motd = run(['sh', f'{self.host.d}/etc/update-motd.d/90-qemu-iobatch']).stdout
         if self.debian_next not in motd:
             raise Fail(f'the login message does not show it: {motd!r}')
         return r.stdout.strip()[:150] + '...'
+
+    def fallback_command(self, out):
+        """The one command the warning gives to go back to Debian's packages."""
+        m = re.search(r'go back to Debian\'s packages now with: (apt-get install(?: \S+=\S+)+) ',
+                      out)
+        if not m:
+            raise Fail(f'no apt-get install command in the warning: {out.strip()!r}')
+        return m.group(1)
+
+    def held_fallback(self):
+        """The warning's command, run (simulated) as it is with the pin in
+        place, puts Debian's newest version of every fork package installed,
+        no other; afterwards the pin does not pull the fork back, the check
+        is quiet, and a host without qemu-system-gui gets no command for it."""
+        h = self.host
+        r = self.check_case(self.v2, [self.debian_binnmu, self.debian_next])
+        cmd = self.fallback_command(r.stdout)
+        want = ' '.join(f'{p}={self.debian_next}' for p in PACKAGES)
+        if cmd != f'apt-get install {want}':
+            raise Fail(f'the warning gives {cmd!r}, want \'apt-get install {want}\'')
+        got = h.simulate(*cmd.split()[1:])
+        if not all_at(got, self.debian_next):
+            raise Fail(f'{cmd} (apt-get -s, the pin in place) would install {got}, '
+                       f'want {self.debian_next} of all five')
+        sim = h.apt('-s', *cmd.split()[1:]).stdout
+        if re.search(r'^Remv ', sim, re.M):
+            raise Fail(f'{cmd} would remove packages: {sim.strip()[-300:]!r}')
+        # After it: Debian's packages stay, the check says nothing is held back.
+        h.installed({p: self.debian_next for p in PACKAGES})
+        after = h.simulate('upgrade')
+        if after:
+            raise Fail(f'after going back, apt-get -s upgrade would install {after}: '
+                       'the pin pulls the fork back')
+        quiet = h.run_check()
+        if quiet.returncode != 0 or 'not a qemu-iobatch build' not in quiet.stdout \
+                or h.held_back():
+            raise Fail(f'after going back the check says (exit {quiet.returncode}): '
+                       f'{quiet.stdout.strip()!r}')
+        # Only what is installed: a host without qemu-system-gui.
+        four = {p: self.v2 for p in PACKAGES if p != 'qemu-system-gui'}
+        h.installed(four)
+        h.update()
+        r4 = h.run_check()
+        cmd4 = self.fallback_command(r4.stdout)
+        if 'qemu-system-gui' in cmd4:
+            raise Fail(f'without qemu-system-gui installed the warning gives {cmd4!r}')
+        got4 = h.simulate(*cmd4.split()[1:])
+        if sorted(got4) != sorted(four) or set(got4.values()) != {self.debian_next}:
+            raise Fail(f'{cmd4} would install {got4}, want {self.debian_next} of {sorted(four)}')
+        return (f'{cmd}: apt-get -s installs {self.debian_next} of all five over the pin, '
+                'removes nothing; then apt-get upgrade keeps them and the check is quiet; '
+                'without qemu-system-gui the command leaves it out')
 
     def held_backports(self):
         bpo = '1:10.0.2+ds-2+deb13u1~bpo12+1'
@@ -465,7 +535,14 @@ class RepoTests:
         got = self.host.simulate('upgrade')
         if not all_at(got, v3):
             raise Fail(f'apt-get -s upgrade would install {got}, want {v3}')
-        return r.stdout.strip()
+        # A host that went back to Debian's packages (held-back-fallback)
+        # keeps the pin: the next release brings the fork back.
+        self.host.installed({p: self.debian_next for p in PACKAGES})
+        back = self.host.simulate('upgrade')
+        if not all_at(back, v3):
+            raise Fail(f'from Debian\'s {self.debian_next}, apt-get -s upgrade would install '
+                       f'{back}, want {v3}')
+        return r.stdout.strip() + f' (also from Debian\'s {self.debian_next})'
 
     def held_not_fork(self):
         r = self.check_case(self.debian_binnmu, [self.debian_binnmu, self.debian_next])
@@ -525,6 +602,7 @@ def main():
         report('repo-refuses-writable', t.refuses_writable)
         report('held-back-ok', t.held_ok)
         report('held-back-newer', t.held_newer)
+        report('held-back-fallback', t.held_fallback)
         report('held-back-backports', t.held_backports)
         report('held-back-hook', t.held_hook)
         report('held-back-rebuilt', t.held_rebuilt)
