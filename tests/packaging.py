@@ -501,6 +501,16 @@ class RepoTests:
                 or h.held_back():
             raise Fail(f'after going back the check says (exit {quiet.returncode}): '
                        f'{quiet.stdout.strip()!r}')
+        # ... and Debian's next update reaches the host again.
+        m = re.match(r'(.*\+deb12u)(\d+)$', self.debian_next)
+        later = f'{m.group(1)}{int(m.group(2)) + 1}'
+        h.archive([self.debian_binnmu, self.debian_next, later])
+        h.update()
+        got_later = h.simulate('upgrade')
+        if not all_at(got_later, later):
+            raise Fail(f'after going back, with Debian\'s {later} in the archive, apt-get -s '
+                       f'upgrade would install {got_later}, want {later} of all five')
+        h.archive([self.debian_binnmu, self.debian_next])
         # Only what is installed: a host without qemu-system-gui.
         four = {p: self.v2 for p in PACKAGES if p != 'qemu-system-gui'}
         h.installed(four)
@@ -513,7 +523,8 @@ class RepoTests:
         if sorted(got4) != sorted(four) or set(got4.values()) != {self.debian_next}:
             raise Fail(f'{cmd4} would install {got4}, want {self.debian_next} of {sorted(four)}')
         return (f'{cmd}: apt-get -s installs {self.debian_next} of all five over the pin, '
-                'removes nothing; then apt-get upgrade keeps them and the check is quiet; '
+                'removes nothing; then apt-get upgrade keeps them (and takes Debian\'s next '
+                'update), the check is quiet; '
                 'without qemu-system-gui the command leaves it out')
 
     def held_backports(self):
