@@ -8,7 +8,10 @@
 # target has one.
 
 JOBS ?= $(shell nproc)
-PREFIX ?= /usr/local
+# make install: a prefix of its own, where the fork's binaries do not shadow
+# Debian's QEMU (as /usr/local/bin would, first in PATH); DESTDIR for staging.
+PREFIX ?= /opt/qemu-iobatch
+DESTDIR ?=
 
 export JOBS
 # Let ccache share objects between clones of this repo in other directories
@@ -23,7 +26,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .DEFAULT_GOAL := help
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
-	test check test-base tree-build test-tree smoke vblk-load bench run install clean \
+	test check test-base tree-build test-tree smoke vblk-load bench run install uninstall clean \
 	distclean help deps-deb deb repo test-deb check-update fuzz fuzz-build profile \
 	debug-build check-links upstream fuzz-planted
 
@@ -48,8 +51,13 @@ deb: deps-deb ## [root] Debian packages of the fork in build/deb (~33 min on 2 c
 repo: deb ## [root][host] add build/deb to the apt repository build/repo; this host's apt uses it
 	scripts/repo.sh
 
-install: fork ## [root] the in-tree fork's binaries into PREFIX (default /usr/local)
-	scripts/install.sh build/fork $(PREFIX)
+# install writes a manifest of what it put there (PREFIX/share/qemu-iobatch/
+# manifest), which uninstall reads; it overwrites no file it did not install.
+install: fork ## [root][host] the in-tree fork's binaries and data into PREFIX (default /opt/qemu-iobatch)
+	DESTDIR='$(DESTDIR)' scripts/install.sh build/fork '$(PREFIX)'
+
+uninstall: ## [host] remove exactly what make install put into PREFIX (by its manifest)
+	DESTDIR='$(DESTDIR)' scripts/install.sh --uninstall '$(PREFIX)'
 
 ##@ Build
 all: build ## the same as make build
