@@ -16,6 +16,13 @@ SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
   says what to do; IOBATCH_REV overrides N.
 - build-version (with --build): qemu-system-x86_64 --version of that build
   names it: the series id for build/fork, "unpatched" for build/base.
+- install-*: make install and make uninstall (scripts/install.sh) on a
+  stand-in build, into a DESTDIR: the default prefix is /opt/qemu-iobatch;
+  install copies the five programs and the data (linked firmware as files,
+  not trace-events-all) and lists them and the directories it made in a
+  manifest; installing again is fine; uninstall leaves nothing; without a
+  manifest it refuses; install overwrites no file it did not install, and
+  uninstall keeps a file of the user's in the prefix.
 - repo-*: scripts/repo.sh on stand-in packages of the five names (dpkg-deb)
   at the version version.sh gives, and setup-apt: apt installs the fork from
   the repository although the archive has a higher Debian version (which it
@@ -212,6 +219,130 @@ def t_build_version(build):
     if not out.endswith(want):
         raise Fail(f'{build}/qemu-system-x86_64 --version: {out!r}, want it to end in {want!r}')
     return out
+
+
+# -- make install / make uninstall ----------------------------------------------
+
+INSTALL_PREFIX = '/opt/qemu-iobatch'
+FAKE_BINS = ['qemu-system-x86_64', 'qemu-img', 'qemu-io', 'qemu-nbd',
+             'storage-daemon/qemu-storage-daemon']
+
+
+def fake_build(d):
+    """A stand-in for build/fork, with what scripts/install.sh copies: the
+    five programs, and a data directory with a subdirectory, a firmware file
+    linked from elsewhere (as the build links Debian's) and trace-events-all
+    (not installed).  Returns the files install must put under the prefix."""
+    data = os.path.join(d, 'qemu-bundle/usr/local/share/qemu')
+    os.makedirs(os.path.join(d, 'storage-daemon'))
+    os.makedirs(os.path.join(data, 'keymaps'))
+    for b in FAKE_BINS:
+        with open(os.path.join(d, b), 'w', encoding='utf-8') as f:
+            f.write(f'#!/bin/sh\necho {os.path.basename(b)} stand-in\n')
+        os.chmod(os.path.join(d, b), 0o755)
+    firmware = os.path.join(d, 'debian-bios.bin')
+    for path, text in ((firmware, 'bios'), (f'{data}/keymaps/en-us', 'keymap'),
+                       (f'{data}/trace-events-all', 'trace')):
+        with open(path, 'w', encoding='utf-8') as f:
+            f.write(text)
+    os.symlink(firmware, f'{data}/bios-256k.bin')
+    return sorted([f'bin/{os.path.basename(b)}' for b in FAKE_BINS] +
+                  ['share/qemu/bios-256k.bin', 'share/qemu/keymaps/en-us',
+                   'share/qemu-iobatch/manifest'])
+
+
+def tree(d):
+    """Every file and directory under d, relative to it."""
+    out = []
+    for dp, dns, fns in os.walk(d):
+        out += [os.path.relpath(os.path.join(dp, n), d) for n in dns + fns]
+    return sorted(out)
+
+
+def install_sh(*args, destdir, check=True):
+    return run([os.path.join(TOP, 'scripts', 'install.sh'), *args],
+               env=dict(os.environ, DESTDIR=destdir), check=check)
+
+
+def make(*args, check=True):
+    return run(['make', '-s', '--no-print-directory', '-C', TOP, *args], check=check)
+
+
+def t_install_uninstall(tmp):
+    """make install's default prefix is its own; install.sh into a DESTDIR
+    from a stand-in build, twice, then make uninstall: nothing is left."""
+    dry = make('-n', '-o', 'fork', 'install').stdout
+    if f"'{INSTALL_PREFIX}'" not in dry or '/usr/local' in dry:
+        raise Fail(f'make -n install does not install into {INSTALL_PREFIX}: {dry.strip()!r}')
+    build, dest = os.path.join(tmp, 'ibuild'), os.path.join(tmp, 'idest')
+    want = fake_build(build)
+    out = install_sh(build, INSTALL_PREFIX, destdir=dest).stdout
+    root = dest + INSTALL_PREFIX
+    got = sorted(p for p in tree(root) if os.path.isfile(os.path.join(root, p)))
+    if got != want:
+        raise Fail(f'install put {got} under the prefix, want {want}')
+    if os.path.islink(f'{root}/share/qemu/bios-256k.bin') or \
+            open(f'{root}/share/qemu/bios-256k.bin', encoding='utf-8').read() != 'bios':
+        raise Fail('the linked firmware was not copied as a file')
+    if not os.access(f'{root}/bin/qemu-storage-daemon', os.X_OK):
+        raise Fail('bin/qemu-storage-daemon is not executable')
+    with open(f'{root}/share/qemu-iobatch/manifest', encoding='utf-8') as f:
+        manifest = f.read()
+    for p in (p for p in want if not p.endswith('/manifest')):
+        if f'file {INSTALL_PREFIX}/{p}\n' not in manifest:
+            raise Fail(f'the manifest does not list {p}: {manifest!r}')
+    if 'dir /opt\n' not in manifest or f'dir {INSTALL_PREFIX}\n' not in manifest:
+        raise Fail(f'the manifest does not list the directories install made: {manifest!r}')
+    again = install_sh(build, INSTALL_PREFIX, destdir=dest).stdout
+    if sorted(p for p in tree(root) if os.path.isfile(os.path.join(root, p))) != want:
+        raise Fail(f'a second install left {tree(root)}')
+    un = make('uninstall', f'DESTDIR={dest}').stdout
+    left = tree(dest) if os.path.exists(dest) else []
+    if left:
+        raise Fail(f'make uninstall left {left} in DESTDIR')
+    if not again.startswith('install: installed'):
+        raise Fail(f'a second install said {again.strip()!r}')
+    return (f'make -n install: {dry.strip()}; {len(want)} files (manifest included) and '
+            f'{manifest.count("dir ")} directories into DESTDIR{INSTALL_PREFIX}, again over '
+            f'them; then {un.strip().splitlines()[0][len("uninstall: "):]}: DESTDIR empty')
+
+
+def t_install_refuses(tmp):
+    """uninstall without a manifest removes nothing and says why; install
+    overwrites no file it did not install; uninstall keeps a directory that
+    holds someone else's file."""
+    build, dest = os.path.join(tmp, 'rbuild'), os.path.join(tmp, 'rdest')
+    fake_build(build)
+    os.makedirs(dest)
+    r = install_sh('--uninstall', INSTALL_PREFIX, destdir=dest, check=False)
+    if r.returncode == 0 or 'no ' not in r.stderr or 'manifest' not in r.stderr:
+        raise Fail(f'uninstall without a manifest: exit {r.returncode}, {r.stderr.strip()!r}')
+    why = r.stderr.strip()
+    # Someone else's qemu-img in PREFIX/bin (as Debian's in /usr/bin).
+    theirs = f'{dest}/usr/bin/qemu-img'
+    os.makedirs(os.path.dirname(theirs))
+    with open(theirs, 'w', encoding='utf-8') as f:
+        f.write('Debian\'s')
+    r = install_sh(build, '/usr', destdir=dest, check=False)
+    if r.returncode == 0 or 'not overwriting' not in r.stderr:
+        raise Fail(f'install over a file it did not install: exit {r.returncode}, '
+                   f'{r.stderr.strip()!r}')
+    if open(theirs, encoding='utf-8').read() != 'Debian\'s' or tree(dest) != \
+            ['usr', 'usr/bin', 'usr/bin/qemu-img']:
+        raise Fail(f'a refused install changed DESTDIR: {tree(dest)}')
+    # A file of the user's in a directory install made stays, and so does
+    # the directory.
+    install_sh(build, INSTALL_PREFIX, destdir=dest)
+    mine = f'{dest}{INSTALL_PREFIX}/share/qemu/my-vars.fd'
+    with open(mine, 'w', encoding='utf-8') as f:
+        f.write('mine')
+    out = install_sh('--uninstall', INSTALL_PREFIX, destdir=dest).stdout
+    rest = tree(f'{dest}/opt')
+    if rest != ['qemu-iobatch', 'qemu-iobatch/share', 'qemu-iobatch/share/qemu',
+                'qemu-iobatch/share/qemu/my-vars.fd'] or 'kept' not in out:
+        raise Fail(f'uninstall with a file of the user\'s in the prefix left {rest}: {out!r}')
+    return f'{why}; install into /usr refused over a qemu-img it did not install; ' \
+           'uninstall keeps a file of the user\'s and its directories'
 
 
 # -- the repository and the check ----------------------------------------------
@@ -602,6 +733,8 @@ def main():
         report('version-rev-tarball', lambda: t_rev_tarball(tmp))
         if a.build:
             report('build-version', lambda: t_build_version(os.path.abspath(a.build)))
+        report('install-uninstall', lambda: t_install_uninstall(tmp))
+        report('install-refuses', lambda: t_install_refuses(tmp))
         try:
             t = RepoTests(tmp)
         except (Fail, OSError, subprocess.SubprocessError) as e:

@@ -4,7 +4,9 @@
 Suites: the documentation's links and the make help (tests/docs.py); the
 configure lines of scripts/build.sh against the QEMU 7.2 and 10.0 trees,
 without a build (tests/configure.py, started beside the first suites at the
-lowest priority and reported after check-update); the versions, the apt repository and the held-back check (tests/packaging.py);
+lowest priority and reported after check-update); the versions, make
+install and uninstall, the apt repository and the held-back check
+(tests/packaging.py);
 tests/smoke.py; vblk-load as a hostile guest (bench/vblk-load/chaos.sh);
 a short run of the virtio-blk fuzz targets (scripts/fuzz.sh, fork only);
 the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
@@ -605,12 +607,15 @@ def run_configure(res, started):
 
 
 def run_packaging(build, res):
-    """tests/packaging.py: versions, the apt repository, the held-back
-    check (a private apt configuration), and the build's --version."""
+    """tests/packaging.py: versions, make install/uninstall (a stand-in
+    build into a DESTDIR), the apt repository, the held-back check and its
+    fallback command (a private apt configuration), and the build's
+    --version."""
     log('== packaging (tests/packaging.py)')
     want = ['version-series', 'version-rev', 'version-rev-grows', 'version-rev-shallow',
-            'version-rev-tarball', 'build-version', 'repo-install', 'repo-upgrade',
-            'held-back-newer', 'held-back-hook', 'repo-setup-remove']
+            'version-rev-tarball', 'build-version', 'install-uninstall', 'install-refuses',
+            'repo-install', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
+            'held-back-hook', 'repo-setup-remove']
     run_reported([sys.executable, f'{TOP}/tests/packaging.py', '--build', build],
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$', want, 900, 'packaging', res)
 
