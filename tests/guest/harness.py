@@ -339,7 +339,11 @@ class Run:
         """The device-side state of every virtqueue, for a hang report:
         inuse > 0 means requests the device has not completed; inuse=0 with
         used-idx == signalled-used means it completed them all and decided
-        to notify, so the guest lost the interrupt."""
+        to notify, so the guest lost the interrupt.  driver-event-idx says
+        whether the driver negotiated EVENT_IDX: after a reset, a driver
+        with VERSION_1 alone that used queue 0 once is the firmware's
+        (SeaBIOS reads a sector of each disk and polls for it, no
+        interrupt), so a stall there is before Linux probed the disk."""
         if not self.vm.is_running():
             return ''
         out = []
@@ -347,13 +351,16 @@ class Run:
             for dev in self.vm.qmp('x-query-virtio').get('return', []):
                 path = dev['path']
                 st = self.vm.qmp('x-query-virtio-status', path=path).get('return', {})
+                feats = st.get('guest-features') or {}
+                evidx = any('EVENT_IDX' in f for f in feats.get('transports', []))
                 for q in range(st.get('num-vqs', 64)):
                     r = self.vm.qmp('x-query-virtio-queue-status', path=path, queue=q)
                     if 'error' in r:
                         break
                     v = r['return']
                     out.append(f'{dev["name"]} {path} isr={st.get("isr")} '
-                               f'status={_statuses(st.get("status"))} q{q}: '
+                               f'status={_statuses(st.get("status"))} '
+                               f'driver-event-idx={evidx} q{q}: '
                                + ' '.join(f'{k}={v[k]}' for k in sorted(v)
                                           if k not in ('name', 'queue-index')))
         except Exception as e:  # pylint: disable=broad-except
