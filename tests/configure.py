@@ -135,6 +135,17 @@ def check_options(label, src, line, where):
                f'{version}: {" ".join(line)}')
 
 
+def check_printed(label, src, cmd, where):
+    """check_options() on the line that CMD (a script of the repo and its
+    arguments) prints, one option a line."""
+    r = run([f'{TOP}/{cmd[0]}'] + cmd[1:])
+    if r.returncode != 0:
+        report(f'options:{label}', False, f'{" ".join(cmd)} failed:\n'
+               + tail(r.stdout + r.stderr))
+    else:
+        check_options(label, src, r.stdout.splitlines(), where)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--no-run', action='store_true',
@@ -154,27 +165,17 @@ def main():
         report('fetch-upstream', True,
                f'QEMU {open(f"{src}/VERSION", encoding="utf-8").read().strip()} in '
                f'{rel(src)} ({time.monotonic() - t0:.0f} s)')
-        r = run([f'{TOP}/scripts/upstream.sh', '--print-configure'])
-        if r.returncode != 0:
-            report('options:upstream', False, 'scripts/upstream.sh --print-configure failed:\n'
-                   + tail(r.stdout + r.stderr))
-        else:
-            check_options('upstream', src, r.stdout.splitlines(),
-                          "scripts/build.sh's line for a 10.x tree plus upstream.sh's "
-                          'CONFIGURE_EXTRA (scripts/upstream.sh --print-configure)')
+        check_printed('upstream', src, ['scripts/upstream.sh', '--print-configure'],
+                      "scripts/build.sh's line for a 10.x tree plus upstream.sh's "
+                      'CONFIGURE_EXTRA (scripts/upstream.sh --print-configure)')
 
     base = f'{TOP}/build/src/base'
     if not os.path.isfile(f'{base}/configure'):
         report('options:base', False, f"no {rel(base)}: run 'make fetch' first")
     else:
-        r = run([f'{TOP}/scripts/build.sh', '--print-configure', 'base', base])
-        if r.returncode != 0:
-            report('options:base', False, 'scripts/build.sh --print-configure base failed:\n'
-                   + tail(r.stdout + r.stderr))
-        else:
-            check_options('base', base, r.stdout.splitlines(),
-                          "scripts/build.sh's line for base and fork "
-                          '(scripts/build.sh --print-configure base build/src/base)')
+        check_printed('base', base, ['scripts/build.sh', '--print-configure', 'base', base],
+                      "scripts/build.sh's line for base and fork "
+                      '(scripts/build.sh --print-configure base build/src/base)')
 
     if args.no_run or not os.path.isfile(f'{src}/VERSION'):
         return finish()
