@@ -165,7 +165,8 @@ profile: build vblk-load ## [root] where the IOThread's CPU goes, base against f
 # scripts/build.sh's line for 10.x (that of base and fork less the 7.2-only
 # --with-git-submodules=ignore) plus --disable-install-blobs, in
 # build/upstream: about 25 minutes on 2 cores, so not part of 'make run';
-# 'make bench BENCHFLAGS=--upstream' builds and adds it.  The suite
+# once it is built, 'make bench BENCHFLAGS=--upstream' adds it (bench/run.py
+# stops and says to run 'make upstream' when it is missing).  The suite
 # "configure" of make test checks that line against 10.0's configure.
 upstream: deps ## [root] comparison build of Debian's QEMU 10.0 in build/upstream (~25 min)
 	scripts/upstream.sh
