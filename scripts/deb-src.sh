@@ -2,23 +2,28 @@
 # deb-src.sh: the fork as a Debian source package: the pinned .dsc unpacked
 # in build/deb-work, packaging/x86only.patch applied to debian/, patches/series
 # added as quilt patches (debian/patches/iobatch/), debian/rules' package
-# version naming the series, a changelog entry for VERSION+iobatchN
-# (scripts/version.sh deb) dated from git, then 'dpkg-source -b'; the source
-# package goes to DEB_OUT (default build/deb).  Prints the path of the
+# version naming the series, the project as Maintainer (packaging/maintainer;
+# Debian's team becomes XSBC-Original-Maintainer), the fork's releases of
+# packaging/changelog merged into Debian's debian/changelog
+# (scripts/deb-changelog.py), with an entry generated for VERSION+iobatchN
+# (scripts/version.sh deb) dated from git when it is not a recorded
+# release, then 'dpkg-source -b'; the source package goes to DEB_OUT
+# (default build/deb).  Prints the path of the
 # unpacked source tree.  Does nothing when its inputs did not change.
 # With --check, only tells by its exit status whether DEB_OUT has the
 # packages of the current source already (built by scripts/deb.sh).
 #
 # Every build unpacks into the same directory, build/deb-work, so that a
 # second build (another N, another DEB_OUT) compiles the same paths and
-# ccache serves it; DEB_OUT keeps the packages of each.
+# ccache serves it; DEB_OUT keeps the packages of each.  DEB_WORK=DIR
+# unpacks elsewhere (tests/packaging.py, which leaves build/deb-work alone).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/base.pin"
 . "$top/scripts/groups.sh"
 out=${DEB_OUT:-$top/build/deb}
-work=$top/build/deb-work
+work=${DEB_WORK:-$top/build/deb-work}
 dl=$top/.cache/download
 die() { echo "deb-src: error: $*" >&2; exit 1; }
 debver=$("$top/scripts/version.sh" deb) || die "no package version (above)"
@@ -34,7 +39,8 @@ mapfile -t series < <(for g in "${PATCH_GROUPS[@]}"; do series_in "$g"; done)
 # package (not the apt preferences file beside it), so
 # that the same commit always gives the same changelog (and the same
 # SOURCE_DATE_EPOCH for the build).
-inputs=(base.pin patches packaging/x86only.patch scripts/deb-src.sh)
+inputs=(base.pin patches packaging/x86only.patch packaging/maintainer packaging/changelog
+        scripts/deb-src.sh scripts/deb-changelog.py)
 date=$(cd "$top" && LC_ALL=C git log -1 --date=format:'%a, %d %b %Y %H:%M:%S %z' \
        --format=%cd -- "${inputs[@]}" 2>/dev/null) || true
 if [ -z "$date" ]; then
@@ -42,7 +48,8 @@ if [ -z "$date" ]; then
     date=$(LC_ALL=C date -R -r "$top/patches/series")
 fi
 stamp=$(cd "$top" && { echo "$debver $date"; cat base.pin packaging/x86only.patch \
-        scripts/deb-src.sh patches/series; for p in "${series[@]}"; do cat "patches/$p"; done; } |
+        packaging/maintainer packaging/changelog scripts/deb-src.sh scripts/deb-changelog.py \
+        patches/series; for p in "${series[@]}"; do cat "patches/$p"; done; } |
         sha256sum)
 dscname=${PACKAGE}_${debver#*:}.dsc
 dsc=$out/$dscname
@@ -88,23 +95,51 @@ sed -i "s|^PKGVERSION = Debian \${DEB_VERSION}\$|PKGVERSION = Debian \${DEB_VERS
 grep -qxF "PKGVERSION = Debian \${DEB_VERSION}, $seriesid" "$src/debian/rules" ||
     die "debian/rules of $VERSION has no line 'PKGVERSION = Debian \${DEB_VERSION}' to name the series in; update scripts/deb-src.sh"
 
+# The project maintains these packages: Maintainer names it, and Debian's
+# team moves to XSBC-Original-Maintainer (as Ubuntu does with Debian's
+# packages), in debian/control and in debian/control-in, from which
+# debian/rules makes debian/control again (its ':debian:' lines).
+maint=$(head -n 1 "$top/packaging/maintainer")
+name_addr='^[^<>&|\\]+ <[^<>&|\\ @]+@[^<>&|\\ ]+>$'
+[[ $maint =~ $name_addr ]] ||
+    die "packaging/maintainer: '$maint' is not 'Name <address>'"
+sed -i "s|^:debian:Maintainer: \(.*\)\$|:debian:Maintainer: $maint\n:debian:XSBC-Original-Maintainer: \1|" \
+    "$src/debian/control-in"
+sed -i "0,/^Maintainer: / s|^Maintainer: \(.*\)\$|Maintainer: $maint\nXSBC-Original-Maintainer: \1|" \
+    "$src/debian/control"
+for f in control control-in; do
+    grep -q "^\(:debian:\)\?Maintainer: $maint\$" "$src/debian/$f" &&
+    grep -q "^\(:debian:\)\?XSBC-Original-Maintainer: " "$src/debian/$f" ||
+        die "debian/$f of $VERSION has no Maintainer line to replace; update scripts/deb-src.sh"
+done
+
+# debian/changelog: one entry per fork release (packaging/changelog, which
+# a release adds its entry to) merged into Debian's history.  A build that
+# is not a recorded release (the series changed since) gets an entry of its
+# own on top, listing the series.
 subject() {  # the Subject: of a git format-patch file, unfolded, without [PATCH]
     awk '/^Subject: /{ s = $0; sub(/^Subject: (\[PATCH[^]]*\] )?/, "", s)
                        while ((getline l) > 0 && l ~ /^[ \t]/) s = s l
                        print s; exit }' "$1"
 }
-{
-    echo "$PACKAGE ($debver) bookworm; urgency=medium"
-    echo
-    echo "  * qemu-iobatch: the virtio-blk I/O batching series of qemu-iobatch"
-    echo "    on Debian's $VERSION (debian/patches/iobatch/):"
-    for p in "${series[@]}"; do echo "    - $(subject "$top/patches/$p")"; done
-    echo "  * Build profile pkg.qemu.x86only: the x86 system emulators alone."
-    echo
-    echo " -- qemu-iobatch <qemu-iobatch@localhost>  $date"
-    echo
-    cat "$src/debian/changelog"
-} >"$work/changelog"
+top_entry=()
+if ! grep -q "^$PACKAGE ($debver) " "$top/packaging/changelog"; then
+    {
+        echo "$PACKAGE ($debver) bookworm; urgency=medium"
+        echo
+        echo "  * qemu-iobatch build between releases (not in packaging/changelog):"
+        echo "    the series \"$seriesid\" on Debian's $VERSION"
+        echo "    (debian/patches/iobatch/):"
+        for p in "${series[@]}"; do echo "    - $(subject "$top/patches/$p")"; done
+        echo "  * Build profile pkg.qemu.x86only: the x86 system emulators alone."
+        echo
+        echo " -- $maint  $date"
+    } >"$work/changelog.top"
+    top_entry=("$work/changelog.top")
+fi
+python3 "$top/scripts/deb-changelog.py" "$debver" "$top/packaging/changelog" \
+    "$src/debian/changelog" "${top_entry[@]}" >"$work/changelog" ||
+    die "cannot merge packaging/changelog into debian/changelog (above)"
 mv "$work/changelog" "$src/debian/changelog"
 [ "$(cd "$src" && dpkg-parsechangelog -S Version)" = "$debver" ] ||
     die "debian/changelog does not parse as version $debver"
