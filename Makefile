@@ -12,6 +12,14 @@ JOBS ?= $(shell nproc)
 # Debian's QEMU (as /usr/local/bin would, first in PATH); DESTDIR for staging.
 PREFIX ?= /opt/qemu-iobatch
 DESTDIR ?=
+# make repo: the apt repository, outside the checkout (hosts point at it, so
+# it must outlive 'make distclean'); the directory of the key that signs it
+# (made once and kept, root's alone; empty: 'signing' beside REPO_DIR); the
+# URI hosts reach it at (empty: file:REPO_DIR, for this host or a copy at
+# the same path; or the http(s) URL where it is served).  docs/install.md.
+REPO_DIR ?= /srv/qemu-iobatch/repo
+REPO_KEY_DIR ?=
+REPO_URI ?=
 
 export JOBS
 # Let ccache share objects between clones of this repo in other directories
@@ -47,9 +55,9 @@ help: ## this list (also 'make' alone)
 deb: deps-deb ## [root] Debian packages of the fork in build/deb (~33 min on 2 cores)
 	scripts/deb.sh
 
-# REPO=DIR puts the repository elsewhere (default build/repo).
-repo: deb ## [root][host] add build/deb to the apt repository build/repo; this host's apt uses it
-	scripts/repo.sh
+# Signs the repository, adds qemu-iobatch-apt to it and installs that here.
+repo: deb ## [root][host] add build/deb to the signed apt repository REPO_DIR (/srv/qemu-iobatch/repo); this host uses it
+	REPO_DIR='$(REPO_DIR)' REPO_KEY_DIR='$(REPO_KEY_DIR)' REPO_URI='$(REPO_URI)' scripts/repo.sh
 
 # install writes a manifest of what it put there (PREFIX/share/qemu-iobatch/
 # manifest), which uninstall reads; it overwrites no file it did not install.
@@ -127,7 +135,8 @@ test-base: base ## [root] the same suites on the unpatched base
 smoke: fork ## [root] quick check: the fork starts and moves data in each aio mode
 	python3 tests/smoke.py build/fork
 
-# Installs the fork's packages from build/repo on this machine, tests them,
+# Installs the fork's packages from a repository of its own
+# (build/test-deb/repo, signed with a test key) on this machine, tests them,
 # upgrades to a rebuild, goes back to Debian's, then puts back what was
 # there before (TESTDEBFLAGS=--keep leaves the fork installed).
 test-deb: deb ## [root][host] REPLACES THIS HOST'S QEMU: test the packages (build VM only)

@@ -7,6 +7,8 @@ set -euo pipefail
 PACKAGES=(
     # fetching and unpacking the base
     apt dpkg-dev xz-utils debian-archive-keyring git
+    # the signed apt repository (make repo): apt-ftparchive, gpg, gpgv
+    apt-utils gnupg gpgv
     # building QEMU
     gcc make ccache pkg-config ninja-build meson flex bison python3-venv
     libglib2.0-dev libpixman-1-dev libaio-dev liburing-dev libfdt-dev zlib1g-dev

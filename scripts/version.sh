@@ -1,5 +1,5 @@
 #!/bin/bash
-# version.sh series|rev|deb: the versions that identify a build of the fork.
+# version.sh series|rev|deb|apt: the versions that identify a build of the fork.
 #   series  "qemu-iobatch, 35 patches, 3f9c2a1b4d5e": the number of patches
 #           in patches/series and the first 12 hex digits of the sha256 of
 #           patches/series followed by those patches, in order.  Needs no git.
@@ -8,12 +8,20 @@
 #           (what goes into Debian's source besides base.pin), so that it grows
 #           whenever the series changes.  IOBATCH_REV=N overrides it.
 #   deb     the Debian package version: base.pin's VERSION + "+iobatch" + rev.
+#   apt     the version of the package qemu-iobatch-apt (scripts/apt-pkg.sh):
+#           "1.M", M the number of commits that changed its files
+#           (APT_PATHS); IOBATCH_APT_REV=M overrides M.  Uncommitted changes
+#           to them are not refused: scripts/repo.sh refuses a package of a
+#           version it has already with other contents.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/scripts/groups.sh"
 die() { echo "version: error: $*" >&2; exit 1; }
 REV_PATHS=(patches packaging/x86only.patch)
+APT_PATHS=(packaging/qemu-iobatch.pref packaging/qemu-iobatch-check packaging/80qemu-iobatch
+           packaging/90-qemu-iobatch packaging/qemu-iobatch-apt.control
+           packaging/qemu-iobatch-apt.postrm packaging/maintainer scripts/apt-pkg.sh)
 
 series() {
     check_series || die "fix patches/series"
@@ -47,9 +55,28 @@ rev() {
     echo "$n"
 }
 
+apt_rev() {
+    if [ -n "${IOBATCH_APT_REV:-}" ]; then
+        [[ $IOBATCH_APT_REV =~ ^[1-9][0-9]*$ ]] ||
+            die "IOBATCH_APT_REV=$IOBATCH_APT_REV: want a positive integer"
+        echo "$IOBATCH_APT_REV"
+        return
+    fi
+    local how="build from a full git clone of qemu-iobatch, or set IOBATCH_APT_REV=M by hand (higher than the M of every qemu-iobatch-apt built before)"
+    [ "$(git -C "$top" rev-parse --show-toplevel 2>/dev/null)" = "$top" ] ||
+        die "$top is not a git clone (a tarball?): the version of qemu-iobatch-apt counts the commits that changed its files; $how"
+    [ "$(git -C "$top" rev-parse --is-shallow-repository)" = false ] ||
+        die "$top is a shallow git clone: it cannot count the commits that changed qemu-iobatch-apt's files; run 'git fetch --unshallow' first, or $how"
+    local m
+    m=$(git -C "$top" rev-list --count HEAD -- "${APT_PATHS[@]}")
+    [ "$m" -gt 0 ] || die "no commit changed ${APT_PATHS[*]}; $how"
+    echo "$m"
+}
+
 case ${1:-} in
     series) series ;;
     rev) rev ;;
     deb) VERSION=$(. "$top/base.pin"; echo "$VERSION"); r=$(rev); echo "$VERSION+iobatch$r" ;;
-    *) echo "usage: version.sh series|rev|deb" >&2; exit 2 ;;
+    apt) m=$(apt_rev); echo "1.$m" ;;
+    *) echo "usage: version.sh series|rev|deb|apt" >&2; exit 2 ;;
 esac

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""tests/packaging.py: versions, the apt repository and the held-back check.
+"""tests/packaging.py: versions, package metadata, the signed apt repository,
+qemu-iobatch-apt and the held-back check.
 
     python3 tests/packaging.py [--build DIR]
 
-Runs in a few seconds and leaves the host alone: apt runs with a private
+Runs in about a minute and leaves the host alone: apt runs with a private
 configuration (APT_CONFIG: its own sources, preferences, apt.conf.d, lists
-and dpkg status file) in a temporary directory; setup-apt writes under
-SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
+and dpkg status file) in a temporary directory, into which qemu-iobatch-apt
+is unpacked; the repository and its signing key are made there too.  One
+line per check, "ok NAME: what" or "FAIL NAME: why":
 
 - version-*: scripts/version.sh.  The series id counts and hashes
   patches/series; the package revision N is the number of commits that
@@ -23,14 +25,32 @@ SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
   manifest; installing again is fine; uninstall leaves nothing; without a
   manifest it refuses; install overwrites no file it did not install, and
   uninstall keeps a file of the user's in the prefix.
+- deb-src-metadata: scripts/deb-src.sh (into a temporary DEB_WORK and
+  DEB_OUT, from the fetched base source): the .dsc and debian/control name
+  the project (packaging/maintainer) as Maintainer and Debian's team as
+  (XSBC-)Original-Maintainer, debian/control-in gives the same control
+  when debian/rules remakes it; debian/changelog is the release entries of
+  packaging/changelog (or a generated entry for a build that is no
+  release) on top of Debian's whole changelog, unchanged.
+  deb-changelog-merge: scripts/deb-changelog.py puts a release on an
+  older base below Debian's later entries, a generated entry on top, and
+  refuses a release above the version built, a version Debian has, and
+  entries out of order.
 - repo-*: scripts/repo.sh on stand-in packages of the five names (dpkg-deb)
-  at the version version.sh gives, and setup-apt: apt installs the fork from
-  the repository although the archive has a higher Debian version (which it
-  installs without the pin); a second build at N+1 added to the repository
-  is what 'apt upgrade' moves to; a different build of a version already in
-  the repository is refused; setup-apt refuses a repository that others
-  than its owner can write; setup-apt --remove leaves nothing.
-- held-back-*: packaging/qemu-iobatch-check, as setup-apt installs it,
+  at the version version.sh gives, in a temporary repository signed with a
+  key made in a temporary key directory; qemu-iobatch-apt from it unpacked
+  into the stand-in host: apt accepts the repository through Signed-By and
+  installs the fork although the archive has a higher Debian version
+  (which it installs without the pin); the InRelease verifies with the
+  shipped key, the key is made once and kept, outside the repository, and
+  no secret key is in it; apt REJECTS the repository when its Release is
+  signed with another key, when the signed InRelease is modified, and when
+  Packages is modified after signing; qemu-iobatch-apt holds exactly its
+  files (conffiles in /etc, the key in /usr/share/keyrings) and apt can
+  purge it; a second build at N+1 added to the repository is what 'apt
+  upgrade' moves to; a different build of a version already in the
+  repository is refused, and so is a key directory inside it.
+- held-back-*: packaging/qemu-iobatch-check, as qemu-iobatch-apt installs it,
   against stand-in archives: quiet when Debian has nothing newer than the
   fork's base; a warning (exit 1, state file, login message) when it has,
   that says the pin holds Debian's update back, the fork's base is older,
@@ -45,6 +65,7 @@ SETUP_ROOT there.  One line per check, "ok NAME: what" or "FAIL NAME: why":
 """
 
 import argparse
+import gzip
 import hashlib
 import os
 import re
@@ -349,7 +370,7 @@ def t_install_refuses(tmp):
 
 class Host:
     """A stand-in host: apt with a private configuration under DIR/etc/apt
-    and a private dpkg status file; setup-apt writes under DIR."""
+    and a private dpkg status file; qemu-iobatch-apt is unpacked under DIR."""
 
     def __init__(self, d):
         self.d = d
@@ -365,9 +386,12 @@ class Host:
             conf += 'APT::Sandbox::User "root";\n'
         with open(self.conf, 'w', encoding='utf-8') as f:
             f.write(conf)
-        self.env = dict(os.environ, APT_CONFIG=self.conf, LC_ALL='C')
         self.state = os.path.join(d, 'var/lib/qemu-iobatch')
-        self.check = os.path.join(d, 'usr/local/sbin/qemu-iobatch-check')
+        # The check (also as apt's hook runs it) and the login message keep
+        # their state here, not in /var/lib/qemu-iobatch.
+        self.env = dict(os.environ, APT_CONFIG=self.conf, LC_ALL='C',
+                        QEMU_IOBATCH_STATE=self.state)
+        self.check = os.path.join(d, 'usr/sbin/qemu-iobatch-check')
         with open(os.path.join(d, 'etc/apt/sources.list.d/debian.sources'), 'w',
                   encoding='utf-8') as f:
             f.write(f'Types: deb\nURIs: file:{d}/archive\nSuites: ./\nTrusted: yes\n')
@@ -400,6 +424,35 @@ class Host:
 
     def apt(self, *args, check=True):
         return run(['apt-get', '-q', *args], env=self.env, check=check)
+
+    def unpack_apt_pkg(self, deb):
+        """qemu-iobatch-apt's files under DIR, as dpkg would install them
+        under /; the two absolute paths in them (the key of Signed-By, the
+        check in the hook) point under DIR."""
+        run(['dpkg-deb', '-x', deb, self.d])
+        for f, old in (('etc/apt/sources.list.d/qemu-iobatch.sources',
+                        'Signed-By: /usr/share/keyrings/'),
+                       ('etc/apt/apt.conf.d/80qemu-iobatch', '/usr/sbin/qemu-iobatch-check')):
+            path = os.path.join(self.d, f)
+            with open(path, encoding='utf-8') as fh:
+                text = fh.read()
+            if old not in text:
+                raise Fail(f'{f} of qemu-iobatch-apt lacks {old!r}: {text!r}')
+            new = old.replace('/usr/', f'{self.d}/usr/')
+            with open(path, 'w', encoding='utf-8') as fh:
+                fh.write(text.replace(old, new))
+
+    def fresh_lists(self):
+        """Forget what apt-get update fetched, so that the next one decides
+        alone what apt knows."""
+        lists = os.path.join(self.d, 'state/lists')
+        for f in os.listdir(lists):
+            if os.path.isfile(os.path.join(lists, f)) and f != 'lock':
+                os.remove(os.path.join(lists, f))
+
+    def fork_known(self):
+        """The +iobatch versions of qemu-system-x86 that apt knows."""
+        return re.findall(r'^ (?:\*\*\*|   ) (\S+\+iobatch\d+) ', self.policy(), re.M)
 
     def update(self):
         return self.apt('update')
@@ -446,6 +499,32 @@ def repo_sh(*args):
     return run([os.path.join(TOP, 'scripts', 'repo.sh'), *args])
 
 
+def new_gpg_key(home, uid):
+    """A signing key in a gpg home of its own; returns its fingerprint."""
+    os.makedirs(home, mode=0o700)
+    run(['gpg', '--homedir', home, '--batch', '--quiet', '--passphrase', '',
+         '--pinentry-mode', 'loopback', '--quick-generate-key', uid, 'ed25519', 'sign', 'never'])
+    out = run(['gpg', '--homedir', home, '--batch', '--with-colons',
+               '--list-secret-keys']).stdout
+    return re.search(r'^fpr:+([0-9A-F]{40}):', out, re.M).group(1)
+
+
+def stop_agent(home):
+    subprocess.run(['gpgconf', '--homedir', home, '--kill', 'gpg-agent'],
+                   capture_output=True, check=False)
+
+
+def key_fingerprints(keyring):
+    """The fingerprints of the public keys in a keyring file (gpg
+    --show-keys: no keyring is imported anywhere)."""
+    out = run(['gpg', '--batch', '--with-colons', '--show-keys', keyring],
+              env=dict(os.environ, GNUPGHOME=os.path.dirname(keyring))).stdout
+    kinds = {l.split(':')[0] for l in out.splitlines()}
+    if 'sec' in kinds or 'ssb' in kinds:
+        raise Fail(f'{keyring} holds a secret key')
+    return re.findall(r'^fpr:+([0-9A-F]{40}):', out, re.M)
+
+
 def all_at(got, version):
     return sorted(got) == sorted(PACKAGES) and set(got.values()) == {version}
 
@@ -453,7 +532,8 @@ def all_at(got, version):
 class RepoTests:
     def __init__(self, tmp):
         self.tmp = tmp
-        self.repo = os.path.join(tmp, 'repo')
+        self.repo = os.path.join(tmp, 'srv', 'repo')
+        self.keydir = os.path.join(tmp, 'srv', 'signing')
         self.base = pinned()
         n = int(version_sh(TOP, 'rev').stdout)
         self.v1 = f'{self.base}+iobatch{n}'
@@ -466,21 +546,40 @@ class RepoTests:
         stand_in_debs(os.path.join(tmp, 'deb1'), self.v1)
         stand_in_debs(os.path.join(tmp, 'deb2'), self.v2)
         self.host = Host(os.path.join(tmp, 'host'))
+        self.apt_version = version_sh(TOP, 'apt').stdout.strip()
+        self.apt_deb = f'{self.repo}/qemu-iobatch-apt_{self.apt_version}_all.deb'
+
+    def repo_sh(self, deb_dir):
+        return repo_sh('--from', f'{self.tmp}/{deb_dir}', '--repo', self.repo,
+                       '--key-dir', self.keydir, '--uri', f'file:{self.repo}', '--no-setup')
 
     def install(self):
-        out = repo_sh('--from', f'{self.tmp}/deb1', '--repo', self.repo, '--no-setup').stdout
+        """make repo's repository, qemu-iobatch-apt from it on the host:
+        apt-get update takes the signed repository without a warning, and
+        apt installs the fork from it over a higher Debian version."""
+        out = self.repo_sh('deb1').stdout
         if self.v1 not in out:
             raise Fail(f'repo.sh does not list {self.v1}: {out.strip()}')
-        r = run([f'{self.repo}/setup-apt'], env=dict(os.environ, SETUP_ROOT=self.host.d))
-        with open(f'{self.host.d}/etc/apt/sources.list.d/qemu-iobatch.sources',
-                  encoding='utf-8') as f:
+        if not os.path.isfile(self.apt_deb):
+            raise Fail(f'repo.sh put no {os.path.basename(self.apt_deb)} into the repository: '
+                       f'{os.listdir(self.repo)}')
+        h = self.host
+        h.unpack_apt_pkg(self.apt_deb)
+        with open(f'{h.d}/etc/apt/sources.list.d/qemu-iobatch.sources', encoding='utf-8') as f:
             sources = f.read()
-        for want in (f'URIs: file:{self.repo}', 'Trusted: yes', 'Types: deb'):
+        for want in (f'URIs: file:{self.repo}', 'Types: deb', 'Suites: ./',
+                     f'Signed-By: {h.d}/usr/share/keyrings/qemu-iobatch-archive-keyring.gpg'):
             if want not in sources:
                 raise Fail(f'qemu-iobatch.sources lacks {want!r}: {sources!r}')
-        h = self.host
+        if re.search(r'(?i)trusted', sources):
+            raise Fail(f'qemu-iobatch.sources trusts the repository without a signature: {sources!r}')
         h.archive([self.debian_binnmu, self.debian_next])
-        h.update()
+        upd = h.update()
+        noise = [l for l in (upd.stdout + upd.stderr).splitlines() if re.match(r'^[WE]: ', l)]
+        if noise:
+            raise Fail(f'apt-get update with the signed repository warned: {noise}')
+        if self.v1 not in h.fork_known():
+            raise Fail(f'after apt-get update apt does not know {self.v1}: {h.policy()!r}')
         got = h.simulate('install', *PACKAGES)
         if not all_at(got, self.v1):
             raise Fail(f'apt-get install from the repository would install {got}, want {self.v1}')
@@ -494,8 +593,204 @@ class RepoTests:
         if not all_at(without, self.debian_next):
             raise Fail(f'without qemu-iobatch.pref apt would install {without}, want '
                        f'{self.debian_next}: the check proves nothing')
-        return (f'{r.stdout.splitlines()[0]}; apt-get install takes {self.v1} over Debian\'s '
+        return (f'{out.strip().splitlines()[0]}; apt-get update took it by Signed-By without a '
+                f'warning; apt-get install takes {self.v1} over Debian\'s '
                 f'{self.debian_next} (without the pin: {self.debian_next})')
+
+    def signed(self):
+        """InRelease and Release.gpg verify with the key qemu-iobatch-apt
+        ships; the key was made once in the key directory (mode 700, outside
+        the repository) and a second repo.sh keeps it; nothing secret is in
+        the repository."""
+        keyring = f'{self.host.d}/usr/share/keyrings/qemu-iobatch-archive-keyring.gpg'
+        with open(f'{self.keydir}/fingerprint', encoding='utf-8') as f:
+            fpr = f.read().strip()
+        if key_fingerprints(keyring) != [fpr]:
+            raise Fail(f'qemu-iobatch-apt ships keys {key_fingerprints(keyring)}, '
+                       f'want the signing key {fpr} alone')
+        for args in (['InRelease'], ['Release.gpg', 'Release']):
+            r = run(['gpgv', '--status-fd', '1', '--keyring', keyring,
+                     *[f'{self.repo}/{a}' for a in args]], check=False)
+            if r.returncode != 0 or f'VALIDSIG {fpr}' not in r.stdout:
+                raise Fail(f'gpgv {" ".join(args)}: exit {r.returncode}: '
+                           f'{(r.stdout + r.stderr).strip()[-200:]!r}')
+        with open(f'{self.repo}/InRelease', encoding='utf-8') as f:
+            inrel = f.read()
+        with open(f'{self.repo}/Release', encoding='utf-8') as f:
+            if f.read() not in inrel:
+                raise Fail('InRelease does not carry the Release file as it is')
+        mode = os.stat(self.keydir).st_mode & 0o777
+        if mode != 0o700:
+            raise Fail(f'the key directory {self.keydir} has mode {mode:o}, want 700')
+        if os.path.commonpath([self.keydir, self.repo]) == self.repo:
+            raise Fail(f'the key directory {self.keydir} is inside the repository')
+        for f in os.listdir(self.repo):
+            path = f'{self.repo}/{f}'
+            if os.path.isdir(path):
+                raise Fail(f'a directory in the repository: {f}')
+            with open(path, 'rb') as fh:
+                data = fh.read()
+            if b'PRIVATE KEY' in data or f.endswith(('.key', '.kbx')) or f == 'fingerprint':
+                raise Fail(f'the repository has key material: {f}')
+        if key_fingerprints(f'{self.repo}/qemu-iobatch-archive-keyring.gpg') != [fpr]:
+            raise Fail('the repository\'s qemu-iobatch-archive-keyring.gpg is not the signing key')
+        self.repo_sh('deb1')
+        with open(f'{self.keydir}/fingerprint', encoding='utf-8') as f:
+            again = f.read().strip()
+        if again != fpr:
+            raise Fail(f'a second repo.sh made a new key {again} (was {fpr})')
+        return (f'InRelease and Release.gpg: VALIDSIG {fpr[-16:]} with the shipped key; key dir '
+                'mode 700 beside the repository, kept by a second repo.sh; no secret in the repository')
+
+    def rejected(self, what, spoil):
+        """apt-get update, with fresh lists, after spoil() changed the
+        repository: it must fail and apt must not know the fork.  Then the
+        repository is put back and accepted again."""
+        h = self.host
+        saved = {}
+        for f in ('InRelease', 'Release', 'Release.gpg', 'Packages', 'Packages.gz'):
+            with open(f'{self.repo}/{f}', 'rb') as fh:
+                saved[f] = fh.read()
+        try:
+            spoil()
+            h.fresh_lists()
+            r = h.apt('update', check=False)
+            known = h.fork_known()
+        finally:
+            for f, data in saved.items():
+                with open(f'{self.repo}/{f}', 'wb') as fh:
+                    fh.write(data)
+        out = (r.stdout + r.stderr).strip()
+        if r.returncode == 0 or known:
+            raise Fail(f'apt accepted the repository with {what}: apt-get update exit '
+                       f'{r.returncode}, knows {known}: {out[-300:]!r}')
+        h.fresh_lists()
+        back = h.update()
+        if self.v1 not in h.fork_known():
+            raise Fail(f'the repository put back is not accepted again: {back.stdout[-200:]!r}')
+        err = [l for l in out.splitlines() if l.startswith(('E: ', 'W: '))]
+        return f'{what}: apt-get update exit {r.returncode}, no fork version known: ' + \
+            ' | '.join(err)[:200]
+
+    def resign(self, release_text=None):
+        """Sign Release (or release_text as Release) with a key of another
+        gpg home, as someone without the project's key would."""
+        home = os.path.join(self.tmp, 'otherkey')
+        if not os.path.isdir(home):
+            self.other_fpr = new_gpg_key(home, 'not the qemu-iobatch key')
+        rel = f'{self.repo}/Release'
+        if release_text is not None:
+            with open(rel, 'w', encoding='utf-8') as f:
+                f.write(release_text)
+        try:
+            for args, out in ((['--clearsign'], 'InRelease'),
+                              (['--detach-sign', '--armor'], 'Release.gpg')):
+                run(['gpg', '--homedir', home, '--batch', '--yes', '--pinentry-mode', 'loopback',
+                     '--passphrase', '', *args, '-o', f'{self.repo}/{out}', rel])
+        finally:
+            stop_agent(home)
+
+    def rejects_other_key(self):
+        return self.rejected('Release signed with another key', self.resign)
+
+    def rejects_modified_release(self):
+        """The signed text changed after signing, as someone who can write
+        the directory but has no key would do it: a package added to
+        Packages, and the Release in InRelease (and Release) indexed again to
+        match, with the old signatures kept."""
+        def spoil():
+            self.plant_package()
+            rel = run(['apt-ftparchive', 'release', '.'], cwd=self.repo).stdout
+            with open(f'{self.repo}/Release', 'w', encoding='utf-8') as f:
+                f.write(rel)
+            path = f'{self.repo}/InRelease'
+            with open(path, encoding='utf-8') as f:
+                text = f.read()
+            m = re.match(r'(-----BEGIN PGP SIGNED MESSAGE-----\n(?:Hash: \S+\n)*\n)(.*?\n)'
+                         r'(-----BEGIN PGP SIGNATURE-----\n.*)$', text, re.S)
+            if not m:
+                raise Fail(f'InRelease is not a clear-signed message: {text[:200]!r}')
+            body = re.sub(r'^-', '- -', rel, flags=re.M)
+            if body == m.group(2):
+                raise Fail('the new Release is the signed one')
+            with open(path, 'w', encoding='utf-8') as f:
+                f.write(m.group(1) + body + m.group(3))
+        return self.rejected('a package added and InRelease/Release indexed again after '
+                             'signing', spoil)
+
+    def plant_package(self):
+        stanza = (f'\nPackage: qemu-utils\nVersion: {self.base}+iobatch9999\n'
+                  'Architecture: amd64\nMaintainer: x <x@localhost>\n'
+                  'Filename: ./qemu-utils_x.deb\nSize: 1\nDescription: planted\n')
+        for f, opener in (('Packages', open), ('Packages.gz', gzip.open)):
+            with opener(f'{self.repo}/{f}', 'at', encoding='utf-8') as fh:
+                fh.write(stanza)
+
+    def rejects_modified_packages(self):
+        """Packages changed after the Release was signed (a package added,
+        as someone with write access to the directory could)."""
+        return self.rejected('Packages modified after signing', self.plant_package)
+
+    def apt_package(self):
+        """qemu-iobatch-apt: exactly its files, conffiles in /etc, what
+        packaging/ has, in the repository's index; apt installs it from
+        there and can purge it."""
+        want = {
+            'etc/apt/apt.conf.d/80qemu-iobatch': ('-rw-r--r--', 'packaging/80qemu-iobatch'),
+            'etc/apt/preferences.d/qemu-iobatch.pref': ('-rw-r--r--', 'packaging/qemu-iobatch.pref'),
+            'etc/apt/sources.list.d/qemu-iobatch.sources': ('-rw-r--r--', None),
+            'etc/update-motd.d/90-qemu-iobatch': ('-rwxr-xr-x', 'packaging/90-qemu-iobatch'),
+            'usr/sbin/qemu-iobatch-check': ('-rwxr-xr-x', 'packaging/qemu-iobatch-check'),
+            'usr/share/keyrings/qemu-iobatch-archive-keyring.gpg':
+                ('-rw-r--r--', f'{self.keydir}/qemu-iobatch-archive-keyring.gpg'),
+        }
+        listing = run(['dpkg-deb', '-c', self.apt_deb]).stdout
+        got = {}
+        for line in listing.splitlines():
+            f = line.split()
+            if not f[0].startswith('d'):
+                got[f[-1].lstrip('./')] = f[0]
+            if f[1] != 'root/root':
+                raise Fail(f'{f[-1]} belongs to {f[1]}, want root/root')
+        if got != {p: m for p, (m, _) in want.items()}:
+            raise Fail(f'qemu-iobatch-apt holds {got}, want {[(p, m) for p, (m, _) in want.items()]}')
+        x = os.path.join(self.tmp, 'apt-pkg-x')
+        run(['dpkg-deb', '-R', self.apt_deb, x])
+        for path, (_, src) in want.items():
+            if src is None:
+                continue
+            with open(f'{x}/{path}', 'rb') as a, open(os.path.join(TOP, src), 'rb') as b:
+                if a.read() != b.read():
+                    raise Fail(f'{path} of qemu-iobatch-apt is not {src}')
+        with open(f'{x}/DEBIAN/conffiles', encoding='utf-8') as f:
+            conffiles = sorted(f.read().split())
+        if conffiles != sorted('/' + p for p in want if p.startswith('etc/')):
+            raise Fail(f'conffiles: {conffiles}')
+        fields = {k: run(['dpkg-deb', '-f', self.apt_deb, k]).stdout.strip()
+                  for k in ('Package', 'Version', 'Architecture', 'Maintainer')}
+        with open(os.path.join(TOP, 'packaging/maintainer'), encoding='utf-8') as f:
+            maint = f.read().strip()
+        if fields != {'Package': 'qemu-iobatch-apt', 'Version': self.apt_version,
+                      'Architecture': 'all', 'Maintainer': maint}:
+            raise Fail(f'control fields: {fields}')
+        with open(f'{x}/DEBIAN/postrm', encoding='utf-8') as f:
+            if 'rm -rf /var/lib/qemu-iobatch' not in f.read():
+                raise Fail('postrm does not remove the check\'s state on purge')
+        h = self.host
+        h.installed({'apt': '2.6.1', 'gpgv': '2.2.40-1'})   # what it depends on
+        sim = h.apt('-s', 'install', 'qemu-iobatch-apt').stdout
+        if not re.search(rf'^Inst qemu-iobatch-apt \({re.escape(self.apt_version)} ', sim, re.M):
+            raise Fail(f'apt-get -s install qemu-iobatch-apt: {sim.strip()[-200:]!r}')
+        with open(os.path.join(h.d, 'status'), 'a', encoding='utf-8') as f:
+            f.write(f'Package: qemu-iobatch-apt\nStatus: install ok installed\n'
+                    f'Architecture: all\nVersion: {self.apt_version}\n'
+                    'Maintainer: t <t@localhost>\nDescription: stand-in\n\n')
+        purge = h.apt('-s', 'purge', 'qemu-iobatch-apt').stdout
+        if not re.search(r'^Purg qemu-iobatch-apt', purge, re.M):
+            raise Fail(f'apt-get -s purge qemu-iobatch-apt: {purge.strip()[-200:]!r}')
+        h.installed({})
+        return (f'qemu-iobatch-apt {self.apt_version} all: {len(want)} files as packaging/ has '
+                'them, 4 conffiles; apt-get -s installs it from the repository and purges it')
 
     def upgrade(self):
         h = self.host
@@ -503,8 +798,8 @@ class RepoTests:
         h.update()
         if h.simulate('upgrade'):
             raise Fail(f'apt-get -s upgrade with {self.v1} installed would install {h.simulate("upgrade")}')
-        repo_sh('--from', f'{self.tmp}/deb1', '--repo', self.repo, '--no-setup')   # again: a no-op
-        out = repo_sh('--from', f'{self.tmp}/deb2', '--repo', self.repo, '--no-setup').stdout
+        self.repo_sh('deb1')   # again: a no-op
+        out = self.repo_sh('deb2').stdout
         if self.v1 not in out or self.v2 not in out:
             raise Fail(f'the repository should hold {self.v1} and {self.v2}: {out.strip()}')
         h.update()
@@ -527,33 +822,22 @@ class RepoTests:
              f'{d}/qemu-utils_{self.v1}_amd64.deb'])
         shutil.rmtree(f'{d}/x')
         r = run([os.path.join(TOP, 'scripts', 'repo.sh'), '--from', d, '--repo', self.repo,
-                 '--no-setup'], check=False)
+                 '--key-dir', self.keydir, '--no-setup'], check=False)
         if r.returncode == 0 or 'built twice' not in r.stderr:
             raise Fail(f'repo.sh took a different build of {self.v1}: exit {r.returncode}, '
                        f'{r.stderr.strip()!r}')
         return r.stderr.strip()[:120] + '...'
 
-    def refuses_writable(self):
-        """Trusted: yes only for a repository that no one but its owner can change."""
-        os.chmod(self.repo, 0o775)
-        try:
-            r = run([f'{self.repo}/setup-apt'], env=dict(os.environ, SETUP_ROOT=self.host.d),
-                    check=False)
-        finally:
-            os.chmod(self.repo, 0o755)
-        if r.returncode == 0 or 'writable by group or others' not in r.stderr:
-            raise Fail(f'setup-apt on a group-writable repository: exit {r.returncode}, '
-                       f'{(r.stdout + r.stderr).strip()!r}')
-        return r.stderr.strip()[:120] + '...'
-
-    def remove(self):
-        run([f'{self.repo}/setup-apt', '--remove'], env=dict(os.environ, SETUP_ROOT=self.host.d))
-        left = [os.path.join(dp, f) for sub in ('etc', 'usr', 'var')
-                for dp, _, fs in os.walk(os.path.join(self.host.d, sub)) for f in fs
-                if 'iobatch' in f]
-        if left:
-            raise Fail(f'setup-apt --remove left {left}')
-        return 'sources, pin, hook, check and motd snippet removed'
+    def refuses_key_inside(self):
+        """The signing key never goes where hosts read."""
+        r = run([os.path.join(TOP, 'scripts', 'repo.sh'), '--from', f'{self.tmp}/deb1',
+                 '--repo', self.repo, '--key-dir', f'{self.repo}/signing', '--no-setup'],
+                check=False)
+        if r.returncode == 0 or 'inside the repository' not in r.stderr or \
+                os.path.exists(f'{self.repo}/signing'):
+            raise Fail(f'repo.sh with the key directory in the repository: exit '
+                       f'{r.returncode}, {r.stderr.strip()!r}')
+        return r.stderr.strip()
 
     # -- the held-back check ------------------------------------------------
     def check_case(self, installed, archive, prefs=''):
@@ -590,7 +874,8 @@ class RepoTests:
                 raise Fail(f'the warning does not say {want!r}: {r.stdout.strip()!r}')
         if not state or self.debian_next not in state:
             raise Fail(f'no state file with the warning: {state!r}')
-        motd = run(['sh', f'{self.host.d}/etc/update-motd.d/90-qemu-iobatch']).stdout
+        motd = run(['sh', f'{self.host.d}/etc/update-motd.d/90-qemu-iobatch'],
+                   env=self.host.env).stdout
         if self.debian_next not in motd:
             raise Fail(f'the login message does not show it: {motd!r}')
         return r.stdout.strip()[:150] + '...'
@@ -670,7 +955,7 @@ class RepoTests:
         d = os.path.join(self.tmp, 'deb3')
         v3 = f'{self.debian_next}+iobatch1'
         stand_in_debs(d, v3)
-        repo_sh('--from', d, '--repo', self.repo, '--no-setup')
+        repo_sh('--from', d, '--repo', self.repo, '--key-dir', self.keydir, '--no-setup')
         r = self.check_case(self.v2, [self.debian_binnmu, self.debian_next])
         if r.returncode != 0 or 'apt upgrade' not in r.stdout or self.host.held_back():
             raise Fail(f'with {v3} in the repository: exit {r.returncode}: {r.stdout.strip()!r}')
@@ -740,10 +1025,18 @@ def main():
         except (Fail, OSError, subprocess.SubprocessError) as e:
             print(f'FAIL repo-setup: {e}', flush=True)
             return 1
-        report('repo-install', t.install)
+        try:
+            report('repo-install', t.install)
+            report('repo-signed', t.signed)
+            report('repo-rejects-other-key', t.rejects_other_key)
+            report('repo-rejects-modified-release', t.rejects_modified_release)
+            report('repo-rejects-modified-packages', t.rejects_modified_packages)
+            report('repo-apt-package', t.apt_package)
+        finally:
+            stop_agent(f'{t.keydir}/gnupg')
         report('repo-upgrade', t.upgrade)
         report('repo-rebuilt-differently', t.rebuilt_differently)
-        report('repo-refuses-writable', t.refuses_writable)
+        report('repo-refuses-key-inside', t.refuses_key_inside)
         report('held-back-ok', t.held_ok)
         report('held-back-newer', t.held_newer)
         report('held-back-fallback', t.held_fallback)
@@ -751,7 +1044,7 @@ def main():
         report('held-back-hook', t.held_hook)
         report('held-back-rebuilt', t.held_rebuilt)
         report('held-back-not-fork', t.held_not_fork)
-        report('repo-setup-remove', t.remove)
+        stop_agent(f'{t.keydir}/gnupg')
     print(f'packaging: {failed} failed', flush=True)
     return 1 if failed else 0
 

@@ -608,14 +608,16 @@ def run_configure(res, started):
 
 def run_packaging(build, res):
     """tests/packaging.py: versions, make install/uninstall (a stand-in
-    build into a DESTDIR), the apt repository, the held-back check and its
-    fallback command (a private apt configuration), and the build's
-    --version."""
+    build into a DESTDIR), the signed apt repository and qemu-iobatch-apt,
+    the held-back check and its fallback command (a private apt
+    configuration), and the build's --version."""
     log('== packaging (tests/packaging.py)')
     want = ['version-series', 'version-rev', 'version-rev-grows', 'version-rev-shallow',
             'version-rev-tarball', 'build-version', 'install-uninstall', 'install-refuses',
-            'repo-install', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
-            'held-back-hook', 'repo-setup-remove']
+            'repo-install', 'repo-signed', 'repo-rejects-other-key',
+            'repo-rejects-modified-release', 'repo-rejects-modified-packages',
+            'repo-apt-package', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
+            'held-back-hook']
     run_reported([sys.executable, f'{TOP}/tests/packaging.py', '--build', build],
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$', want, 900, 'packaging', res)
 
