@@ -613,7 +613,8 @@ def run_packaging(build, res):
     configuration), and the build's --version."""
     log('== packaging (tests/packaging.py)')
     want = ['version-series', 'version-rev', 'version-rev-grows', 'version-rev-shallow',
-            'version-rev-tarball', 'build-version', 'install-uninstall', 'install-refuses',
+            'version-rev-tarball', 'build-version', 'deb-changelog-merge', 'deb-src-metadata',
+            'install-uninstall', 'install-refuses',
             'repo-install', 'repo-signed', 'repo-rejects-other-key',
             'repo-rejects-modified-release', 'repo-rejects-modified-packages',
             'repo-apt-package', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
