@@ -10,8 +10,10 @@ it is stopped with SIGINT, SIGTERM or SIGHUP (not SIGKILL).
 1. The packages of build/deb (make deb) carry the version that
    scripts/version.sh derives from git (base + "+iobatchN").
 2. scripts/repo.sh adds them to a repository of its own
-   (build/test-deb/repo) and runs its setup-apt: this host's apt gets the
-   sources file, the pin, the apt hook and qemu-iobatch-check.
+   (build/test-deb/repo, signed with a key of its own in
+   build/test-deb/signing) and installs its qemu-iobatch-apt: this host's
+   apt gets the sources file (Signed-By the test key), the pin, the apt
+   hook and qemu-iobatch-check, all owned by that package.
 3. 'apt-get update' runs the hook, which warns exactly when Debian's
    archive has a newer qemu than the fork's base; 'apt-get install
    qemu-system-x86 ...' (the names only) installs the fork from the
@@ -26,12 +28,14 @@ it is stopped with SIGINT, SIGTERM or SIGHUP (not SIGKILL).
    (IOBATCH_REV, into build/deb-next; reused while its source is the same,
    and built through ccache), added to the repository: 'apt-get -s upgrade'
    moves all five packages to it, and they are upgraded.
-6. Going back to Debian's packages as docs/install.md says: setup-apt
-   --remove, apt-get update, Debian's version of each package installed
-   with --allow-downgrades; --version then names Debian's.
+6. Going back to Debian's packages as docs/install.md says: apt-get purge
+   qemu-iobatch-apt (its files go), apt-get update, Debian's version of
+   each package installed with --allow-downgrades; --version then names
+   Debian's.
 7. What was there before is put back: Debian's versions of the five
-   packages where they were installed, nothing where they were not, and
-   the apt configuration files as they were.  --keep leaves the fork
+   packages where they were installed, nothing where they were not, the
+   qemu-iobatch-apt the host had (saved with 'apt-get download' before
+   the test) or none, and the apt configuration files as they were.  --keep leaves the fork
    installed from the repository instead (see docs/install.md to go back).
 
 Prints "ok NAME" / "FAIL NAME: why" per check, and "N passed, N failed".
@@ -53,11 +57,18 @@ DEB = os.path.join(TOP, 'build', 'deb')
 PACKAGES = ['qemu-system-x86', 'qemu-system-common', 'qemu-system-gui',
             'qemu-block-extra', 'qemu-utils']
 PREF = '/etc/apt/preferences.d/qemu-iobatch.pref'
-# Every file setup-apt writes; test-deb puts each back as it was.
+APT_PKG = 'qemu-iobatch-apt'
+CHECK = '/usr/sbin/qemu-iobatch-check'
+# Every file qemu-iobatch-apt installs, and the check's state; test-deb puts
+# each back as it was.
 APT_FILES = ['/etc/apt/sources.list.d/qemu-iobatch.sources', PREF,
-             '/etc/apt/apt.conf.d/80qemu-iobatch', '/usr/local/sbin/qemu-iobatch-check',
-             '/etc/update-motd.d/90-qemu-iobatch', '/var/lib/qemu-iobatch/held-back']
+             '/etc/apt/apt.conf.d/80qemu-iobatch', CHECK,
+             '/etc/update-motd.d/90-qemu-iobatch',
+             '/usr/share/keyrings/qemu-iobatch-archive-keyring.gpg',
+             '/var/lib/qemu-iobatch/held-back']
 REPO = os.path.join(TOP, 'build', 'test-deb', 'repo')
+KEYDIR = os.path.join(TOP, 'build', 'test-deb', 'signing')
+SAVED = os.path.join(TOP, 'build', 'test-deb-saved')
 DEB_NEXT = os.path.join(TOP, 'build', 'deb-next')
 APT_GET = ['apt-get', '-q', '-o', 'DPkg::Lock::Timeout=600']
 QEMU = '/usr/bin/qemu-system-x86_64'
@@ -133,6 +144,21 @@ class DebTest:
         self.series = sh(f'{TOP}/scripts/version.sh', 'series').stdout.strip()
         self.base = self.version.rsplit('+iobatch', 1)[0]
         self.before = {p: status(p) for p in PACKAGES}
+        # A host that uses a qemu-iobatch repository already: its
+        # qemu-iobatch-apt is put back at the end, from a copy saved now.
+        self.apt_pkg_before = status(APT_PKG)
+        self.apt_pkg_saved = None
+        if self.apt_pkg_before:
+            shutil.rmtree(SAVED, ignore_errors=True)
+            os.makedirs(SAVED)
+            r = sh('apt-get', 'download', f'{APT_PKG}={self.apt_pkg_before}', cwd=SAVED,
+                   check=False)
+            found = glob.glob(f'{SAVED}/{APT_PKG}_*.deb')
+            if r.returncode != 0 or len(found) != 1:
+                raise SystemExit(f'test-deb: {APT_PKG} {self.apt_pkg_before} is installed and '
+                                 f'could not be saved to put it back ({r.stderr.strip()}); '
+                                 f'apt-get purge {APT_PKG} first, or run on a build VM')
+            self.apt_pkg_saved = found[0]
         self.saved = {}
         for f in APT_FILES:
             if os.path.exists(f):
@@ -157,18 +183,19 @@ class DebTest:
 
     def repo(self):
         shutil.rmtree(os.path.dirname(REPO), ignore_errors=True)
-        out = sh(f'{TOP}/scripts/repo.sh', '--from', DEB, '--repo', REPO, timeout=900).stdout
+        out = sh(f'{TOP}/scripts/repo.sh', '--from', DEB, '--repo', REPO, '--key-dir', KEYDIR,
+                 timeout=900).stdout
         for f in APT_FILES[:-1]:
-            if f.endswith('90-qemu-iobatch') and not os.path.isdir('/etc/update-motd.d'):
-                continue
-            if not os.path.exists(f):
-                raise Fail(f'make repo wrote no {f}: {out.strip()[-300:]}')
+            got = sh('dpkg', '-S', f, check=False).stdout.strip()
+            if got != f'{APT_PKG}: {f}':
+                raise Fail(f'after make repo, dpkg -S {f}: {got!r}, want {APT_PKG}: '
+                           f'{out.strip()[-300:]}')
         with open(APT_FILES[0], encoding='utf-8') as f:
             src = f.read()
-        if f'URIs: file:{REPO}' not in src or 'Trusted: yes' not in src:
+        if f'URIs: file:{REPO}' not in src or 'Signed-By: ' not in src or 'Trusted' in src:
             raise Fail(f'{APT_FILES[0]}: {src!r}')
-        return out.strip().splitlines()[0] + '; setup-apt wrote ' + ', '.join(
-            os.path.basename(f) for f in APT_FILES[:-1])
+        return out.strip().splitlines()[0] + f'; {APT_PKG} {status(APT_PKG)} installed: ' + \
+            ', '.join(os.path.basename(f) for f in APT_FILES[:-1])
 
     def debian_newest(self):
         """The newest version of Debian's qemu-system-x86 that apt would
@@ -221,7 +248,7 @@ class DebTest:
     def check_after_install(self):
         """qemu-iobatch-check, run by hand and by apt-get update, agrees with
         the archive now that the fork is installed."""
-        r = sh('/usr/local/sbin/qemu-iobatch-check', check=False)
+        r = sh(CHECK, check=False)
         upd = sh(*APT_GET, 'update', timeout=900).stdout
         hook = [l for l in upd.splitlines() if 'qemu-iobatch-check' in l]
         if self.ahead:
@@ -238,11 +265,13 @@ class DebTest:
         # An install that a signal interrupted leaves dpkg half done.
         subprocess.run(['dpkg', '--configure', '-a'], capture_output=True, check=False,
                        env=ENV)
-        r = subprocess.run([f'{REPO}/setup-apt', '--remove'], capture_output=True, text=True,
-                           check=False) if os.path.exists(f'{REPO}/setup-apt') else None
+        r = subprocess.run(['dpkg', '--purge', APT_PKG], capture_output=True, text=True,
+                           check=False, env=ENV) if status(APT_PKG) else None
         for f in APT_FILES:
             if os.path.exists(f):
                 os.remove(f)
+        if self.apt_pkg_saved:
+            sh('dpkg', '-i', self.apt_pkg_saved, timeout=300)
         for f, (data, mode) in self.saved.items():
             os.makedirs(os.path.dirname(f), exist_ok=True)
             with open(f, 'wb') as fh:
@@ -261,7 +290,9 @@ class DebTest:
         if now != self.before:
             raise Fail(f'after restoring: {now}, before: {self.before}')
         if r is not None and r.returncode != 0:
-            raise Fail(f'setup-apt --remove: {r.stderr.strip()}')
+            raise Fail(f'dpkg --purge {APT_PKG}: {r.stderr.strip()}')
+        if status(APT_PKG) != self.apt_pkg_before:
+            raise Fail(f'{APT_PKG} is {status(APT_PKG)} after restoring, was {self.apt_pkg_before}')
         return 'the packages are as before: ' + ', '.join(
             f'{p} {v or "absent"}' for p, v in now.items()) + \
             f'; apt files as before ({len(self.saved)} existed)'
@@ -296,7 +327,8 @@ class DebTest:
         self.next_version = sh('dpkg-deb', '-f', debs['qemu-system-x86'], 'Version').stdout.strip()
         if self.next_version != f'{self.base}+iobatch{n + 1}':
             raise Fail(f'{DEB_NEXT} is {self.next_version}, want {self.base}+iobatch{n + 1}')
-        sh(f'{TOP}/scripts/repo.sh', '--from', DEB_NEXT, '--repo', REPO, timeout=900)
+        sh(f'{TOP}/scripts/repo.sh', '--from', DEB_NEXT, '--repo', REPO, '--key-dir', KEYDIR,
+           timeout=900)
         sh(*APT_GET, 'update', timeout=900)
         sim = sh(*APT_GET, '-s', 'upgrade').stdout
         inst = {m.group(1): m.group(2) for m in
@@ -312,7 +344,10 @@ class DebTest:
     # -- going back to Debian's ---------------------------------------------------
     def rollback(self):
         """docs/install.md, 'Going back to Debian's packages'."""
-        sh(f'{REPO}/setup-apt', '--remove')
+        sh(*APT_GET, 'purge', '-y', APT_PKG, timeout=900)
+        left = [f for f in APT_FILES if os.path.exists(f)]
+        if left or status(APT_PKG):
+            raise Fail(f'apt-get purge {APT_PKG} left {left} ({status(APT_PKG)})')
         sh(*APT_GET, 'update', timeout=900)
         # The candidate is still the installed fork (apt does not downgrade
         # by itself): Debian's version is the newest of the version table
