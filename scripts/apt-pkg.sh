@@ -10,7 +10,8 @@
 #   /usr/sbin/qemu-iobatch-check                  the check
 #   /etc/update-motd.d/90-qemu-iobatch            the check's finding at login
 # The files in /etc are conffiles; purging removes the check's state
-# (/var/lib/qemu-iobatch).  The same inputs give the same bytes
+# (/var/lib/qemu-iobatch); a first install removes what the setup-apt of
+# earlier repositories wrote (preinst).  The same inputs give the same bytes
 # (SOURCE_DATE_EPOCH from git), so scripts/repo.sh takes it again as is.
 # Prints the path of the package.
 set -euo pipefail
@@ -39,6 +40,7 @@ install -d -m 755 "$r/DEBIAN" "$r/etc/apt/sources.list.d" "$r/etc/apt/preference
 sed -e "s|@VERSION@|$version|" -e "s|@MAINTAINER@|$maint|" -e "s|@URI@|$uri|" \
     "$p/qemu-iobatch-apt.control" >"$r/DEBIAN/control"
 install -m 755 "$p/qemu-iobatch-apt.postrm" "$r/DEBIAN/postrm"
+install -m 755 "$p/qemu-iobatch-apt.preinst" "$r/DEBIAN/preinst"
 cat >"$r/etc/apt/sources.list.d/qemu-iobatch.sources" <<EOF
 # qemu-iobatch: the fork's QEMU packages (package qemu-iobatch-apt;
 # docs/install.md).  Signed by the repository's own key.

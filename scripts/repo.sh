@@ -51,7 +51,8 @@ for tool in apt-ftparchive:apt-utils gpg:gnupg gpgv:gpgv dpkg-deb:dpkg; do
         die "${tool%%:*} (package ${tool#*:}) is missing; run 'make deps' as root"
 done
 
-mkdir -p "$repo"
+mkdir -p "$repo" 2>/dev/null ||
+    die "cannot make the repository directory $repo: run as root, or choose another with REPO_DIR=DIR (--repo DIR)"
 repo=$(cd "$repo" && pwd)
 chmod 755 "$repo"
 keydir=${keydir:-$(dirname "$repo")/signing}

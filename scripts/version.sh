@@ -21,7 +21,7 @@ die() { echo "version: error: $*" >&2; exit 1; }
 REV_PATHS=(patches packaging/x86only.patch)
 APT_PATHS=(packaging/qemu-iobatch.pref packaging/qemu-iobatch-check packaging/80qemu-iobatch
            packaging/90-qemu-iobatch packaging/qemu-iobatch-apt.control
-           packaging/qemu-iobatch-apt.postrm packaging/maintainer scripts/apt-pkg.sh)
+           packaging/qemu-iobatch-apt.postrm packaging/qemu-iobatch-apt.preinst packaging/maintainer scripts/apt-pkg.sh)
 
 series() {
     check_series || die "fix patches/series"

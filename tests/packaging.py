@@ -49,7 +49,11 @@ line per check, "ok NAME: what" or "FAIL NAME: why":
   files (conffiles in /etc, the key in /usr/share/keyrings) and apt can
   purge it; a second build at N+1 added to the repository is what 'apt
   upgrade' moves to; a different build of a version already in the
-  repository is refused, and so is a key directory inside it.
+  repository is refused, and so is a key directory inside it; without gpg
+  repo.sh says to run make deps; the package's postrm (DPKG_ROOT) keeps
+  the check's state on remove and takes it on purge; on a host that the
+  old setup-apt (from git history) set up, its preinst removes setup-apt's
+  files, so that nothing is left that trusts the repository unsigned.
 - held-back-*: packaging/qemu-iobatch-check, as qemu-iobatch-apt installs it,
   against stand-in archives: quiet when Debian has nothing newer than the
   fork's base; a warning (exit 1, state file, login message) when it has,
@@ -893,9 +897,17 @@ class RepoTests:
         if fields != {'Package': 'qemu-iobatch-apt', 'Version': self.apt_version,
                       'Architecture': 'all', 'Maintainer': maint}:
             raise Fail(f'control fields: {fields}')
-        with open(f'{x}/DEBIAN/postrm', encoding='utf-8') as f:
-            if 'rm -rf /var/lib/qemu-iobatch' not in f.read():
-                raise Fail('postrm does not remove the check\'s state on purge')
+        # postrm purge, under DPKG_ROOT as dpkg --root runs it.
+        root = os.path.join(self.tmp, 'purge-root')
+        os.makedirs(f'{root}/var/lib/qemu-iobatch')
+        with open(f'{root}/var/lib/qemu-iobatch/held-back', 'w', encoding='utf-8') as f:
+            f.write('x')
+        run(['sh', f'{x}/DEBIAN/postrm', 'remove'], env=dict(os.environ, DPKG_ROOT=root))
+        if not os.path.exists(f'{root}/var/lib/qemu-iobatch/held-back'):
+            raise Fail('postrm remove took the check\'s state (only purge should)')
+        run(['sh', f'{x}/DEBIAN/postrm', 'purge'], env=dict(os.environ, DPKG_ROOT=root))
+        if os.path.exists(f'{root}/var/lib/qemu-iobatch'):
+            raise Fail('postrm purge left /var/lib/qemu-iobatch')
         h = self.host
         h.installed({'apt': '2.6.1', 'gpgv': '2.2.40-1'})   # what it depends on
         sim = h.apt('-s', 'install', 'qemu-iobatch-apt').stdout
@@ -947,6 +959,69 @@ class RepoTests:
             raise Fail(f'repo.sh took a different build of {self.v1}: exit {r.returncode}, '
                        f'{r.stderr.strip()!r}')
         return r.stderr.strip()[:120] + '...'
+
+    def migrate_setup_apt(self):
+        """A host that the setup-apt of earlier repositories set up (run
+        from git history, under SETUP_ROOT): qemu-iobatch-apt's preinst
+        (first install, DPKG_ROOT) removes what setup-apt wrote, so that
+        its own files take their place; nothing is left that trusts the
+        repository unsigned or runs /usr/local/sbin/qemu-iobatch-check."""
+        gone = run(['git', '-C', TOP, 'log', '-1', '--format=%H', '--diff-filter=D', '--',
+                    'packaging/setup-apt'], check=False).stdout.strip()
+        if not gone:
+            raise Fail('no commit removed packaging/setup-apt in this checkout\'s history '
+                       '(a shallow clone or a tarball?): git fetch --unshallow')
+        old, oldhost = os.path.join(self.tmp, 'old-repo'), os.path.join(self.tmp, 'old-host')
+        os.makedirs(old)
+        os.makedirs(f'{oldhost}/etc/update-motd.d')
+        for f in ('setup-apt', 'qemu-iobatch.pref', '80qemu-iobatch', 'qemu-iobatch-check'):
+            text = run(['git', '-C', TOP, 'show', f'{gone}^:packaging/{f}']).stdout
+            with open(f'{old}/{f}', 'w', encoding='utf-8') as fh:
+                fh.write(text)
+            os.chmod(f'{old}/{f}', 0o755 if f in ('setup-apt', 'qemu-iobatch-check') else 0o644)
+        for f in ('Packages', 'Release'):
+            open(f'{old}/{f}', 'w', encoding='utf-8').close()
+        shutil.copy(f'{self.tmp}/deb1/qemu-utils_{self.v1}_amd64.deb', old)
+        run([f'{old}/setup-apt'], env=dict(os.environ, SETUP_ROOT=oldhost))
+        before = sorted(tree(oldhost))
+        if 'usr/local/sbin/qemu-iobatch-check' not in before:
+            raise Fail(f'the old setup-apt wrote {before}')
+        x = os.path.join(self.tmp, 'apt-pkg-migrate')
+        run(['dpkg-deb', '-e', self.apt_deb, x])
+        out = run(['sh', f'{x}/preinst', 'install'],
+                  env=dict(os.environ, DPKG_ROOT=oldhost)).stdout
+        # dpkg would keep a file it finds at a conffile's place as the
+        # admin's: none may be left for it.
+        left = [p for p in tree(oldhost) if os.path.isfile(os.path.join(oldhost, p))]
+        if left:
+            raise Fail(f'after the preinst, setup-apt\'s {left} are left: dpkg would keep them')
+        run(['dpkg-deb', '-x', self.apt_deb, oldhost])
+        stale = []
+        for dp, _, fs in os.walk(oldhost):
+            for f in fs:
+                with open(os.path.join(dp, f), 'rb') as fh:
+                    data = fh.read()
+                if b'/usr/local/sbin' in data or re.search(rb'(?im)^trusted:', data):
+                    stale.append(os.path.relpath(os.path.join(dp, f), oldhost))
+        if stale or os.path.exists(f'{oldhost}/usr/local/sbin/qemu-iobatch-check'):
+            raise Fail(f'after qemu-iobatch-apt over setup-apt\'s files, left from them: {stale}')
+        return f'{len(out.splitlines())} files of setup-apt removed by the preinst: ' + \
+            ', '.join(l.split()[2] for l in out.splitlines())
+
+    def missing_tool(self):
+        """Without gpg, repo.sh stops and says what to do."""
+        bindir = os.path.join(self.tmp, 'bin-without-gpg')
+        os.makedirs(bindir)
+        for d in ('/usr/local/bin', '/usr/bin', '/usr/sbin', '/bin', '/sbin'):
+            for f in os.listdir(d) if os.path.isdir(d) else []:
+                if f != 'gpg' and not os.path.exists(f'{bindir}/{f}'):
+                    os.symlink(os.path.join(d, f), f'{bindir}/{f}')
+        r = run([os.path.join(TOP, 'scripts', 'repo.sh'), '--from', f'{self.tmp}/deb1',
+                 '--repo', f'{self.tmp}/repo-nogpg', '--no-setup'],
+                env=dict(os.environ, PATH=bindir), check=False)
+        if r.returncode == 0 or 'gpg' not in r.stderr or 'make deps' not in r.stderr:
+            raise Fail(f'repo.sh without gpg: exit {r.returncode}, {r.stderr.strip()!r}')
+        return r.stderr.strip()
 
     def refuses_key_inside(self):
         """The signing key never goes where hosts read."""
@@ -1159,6 +1234,8 @@ def main():
         report('repo-upgrade', t.upgrade)
         report('repo-rebuilt-differently', t.rebuilt_differently)
         report('repo-refuses-key-inside', t.refuses_key_inside)
+        report('repo-missing-tool', t.missing_tool)
+        report('repo-migrate-setup-apt', t.migrate_setup_apt)
         report('held-back-ok', t.held_ok)
         report('held-back-newer', t.held_newer)
         report('held-back-fallback', t.held_fallback)

@@ -617,7 +617,7 @@ def run_packaging(build, res):
             'install-uninstall', 'install-refuses',
             'repo-install', 'repo-signed', 'repo-rejects-other-key',
             'repo-rejects-modified-release', 'repo-rejects-modified-packages',
-            'repo-apt-package', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
+            'repo-apt-package', 'repo-migrate-setup-apt', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
             'held-back-hook']
     run_reported([sys.executable, f'{TOP}/tests/packaging.py', '--build', build],
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$', want, 900, 'packaging', res)
