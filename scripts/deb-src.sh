@@ -108,9 +108,10 @@ sed -i "s|^:debian:Maintainer: \(.*\)\$|:debian:Maintainer: $maint\n:debian:XSBC
 sed -i "0,/^Maintainer: / s|^Maintainer: \(.*\)\$|Maintainer: $maint\nXSBC-Original-Maintainer: \1|" \
     "$src/debian/control"
 for f in control control-in; do
-    grep -q "^\(:debian:\)\?Maintainer: $maint\$" "$src/debian/$f" &&
-    grep -q "^\(:debian:\)\?XSBC-Original-Maintainer: " "$src/debian/$f" ||
+    if ! grep -q "^\(:debian:\)\?Maintainer: $maint\$" "$src/debian/$f" ||
+       ! grep -q "^\(:debian:\)\?XSBC-Original-Maintainer: " "$src/debian/$f"; then
         die "debian/$f of $VERSION has no Maintainer line to replace; update scripts/deb-src.sh"
+    fi
 done
 
 # debian/changelog: one entry per fork release (packaging/changelog, which

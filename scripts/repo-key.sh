@@ -19,7 +19,8 @@ mkdir -p "$keydir"
 chmod 700 "$keydir"
 [ "$(stat -c %u "$keydir")" = "$(id -u)" ] ||
     die "$keydir belongs to another user: it must be the signer's alone"
-mkdir -p -m 700 "$gh"
+mkdir -p "$gh"
+chmod 700 "$gh"
 gpg_() { gpg --homedir "$gh" --batch --quiet "$@"; }
 
 if [ ! -s "$keydir/fingerprint" ]; then
