@@ -55,7 +55,7 @@ mkdir -p "$repo" 2>/dev/null ||
     die "cannot make the repository directory $repo: run as root, or choose another with REPO_DIR=DIR (--repo DIR)"
 repo=$(cd "$repo" && pwd)
 chmod 755 "$repo"
-keydir=${keydir:-$(dirname "$repo")/signing}
+keydir=$(realpath -m "${keydir:-$(dirname "$repo")/signing}")
 case $keydir in "$repo"|"$repo"/*) die "the key directory $keydir is inside the repository: hosts would get the secret key" ;; esac
 uri=${uri:-file:$repo}
 fpr=$("$top/scripts/repo-key.sh" "$keydir") || die "no signing key (above)"
