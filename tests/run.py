@@ -174,7 +174,8 @@ class ExpectedSkips:
 # which rewrites the entries of the suites it ran and keeps the others.
 #
 # WHERE is an fnmatch pattern for BUILD:SUITE (BUILD is fork, base or tree);
-# REASON is what the test said when it skipped, for the reader.  A skip
+# REASON is what the test said when it skipped: a skip for another reason
+# fails the run (blanks compared as one space).  A skip
 # that did not happen fails the run too, unless WHERE starts with "?": the
 # test needs a tool, a kernel feature or an optional library that machines
 # of this kind may or may not have, so it is only reported (SKIP GONE).
@@ -205,6 +206,13 @@ class ExpectedSkips:
     def _varies(where):
         return where.startswith('?')
 
+    @staticmethod
+    def same_reason(listed, said):
+        """Whether a test that said @said skipped for the reason @listed
+        (what update() writes for a test that gave none included)"""
+        said = ' '.join((said or '').split()) or '(no reason given)'
+        return ' '.join(listed.split()) == said
+
     def lookup(self, suite, test):
         for where, name, reason in self.entries:
             if name == test and self._matches(where, suite):
@@ -219,11 +227,20 @@ class ExpectedSkips:
         ran = {i['suite'] for i in res.items}
         by_test = {(i['suite'], i['test']): i for i in res.items}
         for i in res.items:
-            if i['status'] == 'skip' and self.lookup(i['suite'], i['test']) is None:
+            if i['status'] != 'skip':
+                continue
+            reason = self.lookup(i['suite'], i['test'])
+            if reason is None:
                 i['status'] = 'fail'
                 i['detail'] = (f'skipped, and not in tests/expected-skips: '
                                f'{i["detail"]}')
                 log(f'  NEW SKIP: {i["suite"]} {i["test"]}: {i["detail"]}')
+            elif not self.same_reason(reason, i['detail']):
+                i['status'] = 'fail'
+                i['detail'] = (f'skipped for another reason than '
+                               f'tests/expected-skips lists ({reason}): '
+                               f'{i["detail"] or "(no reason given)"}')
+                log(f'  SKIP REASON: {i["suite"]} {i["test"]}: {i["detail"]}')
         gone = []
         for suite in sorted(ran):
             for where, name, reason in self.entries:

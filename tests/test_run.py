@@ -84,6 +84,38 @@ class Accounting(unittest.TestCase):
         self.assertIn('no frobnicator', item['detail'])
         self.assertTrue(run.summary_line(res).startswith('0 passed, 1 failed, 2 skipped'))
 
+    def test_skip_reason_differs_fails(self):
+        # listed by test and reason: the same test skipping for another
+        # reason is a failure; blanks do not count
+        res = self.results()
+        res.add('iotests:raw', '233', 'skip', 'not  suitable for this image format ')
+        res.add('iotests:raw', '162', 'skip', 'sudo not available')
+        self.check(res)
+        by = {i['test']: i for i in res.items}
+        self.assertEqual(by['233']['status'], 'skip')
+        self.assertEqual(by['162']['status'], 'fail')
+        self.assertIn('another reason', by['162']['detail'])
+        self.assertIn('ssh not available', by['162']['detail'])
+        self.assertIn('sudo not available', by['162']['detail'])
+
+    def test_skip_no_reason(self):
+        # update() lists a skip without a reason as "(no reason given)";
+        # check() accepts that entry for such a skip, and only for it
+        skips = write('*:unit test-y (no reason given)\n')
+        try:
+            res = self.results()
+            res.add('unit', 'test-y', 'skip', '')
+            with redirect_stdout(io.StringIO()):
+                run.ExpectedSkips(skips, 'fork').check(res)
+            self.assertEqual(res.items[0]['status'], 'skip')
+            res = self.results()
+            res.add('unit', 'test-y', 'skip', 'a reason after all')
+            with redirect_stdout(io.StringIO()):
+                run.ExpectedSkips(skips, 'fork').check(res)
+            self.assertEqual(res.items[0]['status'], 'fail')
+        finally:
+            os.unlink(skips)
+
     def test_skip_gone_fails(self):
         # 233 skips for a reason that does not vary: running it fails;
         # 162 is marked "?" (a tool a machine may have): only reported
