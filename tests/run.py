@@ -565,6 +565,42 @@ def run_guest(build, res, suite='guest', cases=()):
                              if i['suite'] == suite):
         res.add(suite, 'run.py', 'fail',
                 f'exit status {rc}, {n} cases reported')
+    if not cases and not timed_out:
+        check_guest_cases(build, res, suite)
+
+
+def expected_guest_cases(subset, path=None):
+    """The cases of @subset in tests/expected-guest-cases"""
+    path = path or f'{TOP}/tests/expected-guest-cases'
+    names = []
+    with open(path, encoding='utf-8') as f:
+        for n, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields or fields[0].startswith('#'):
+                continue
+            if len(fields) != 2:
+                sys.exit(f'{path}:{n}: expected "SUBSET CASE"')
+            if fields[0] == subset:
+                names.append(fields[1])
+    return names
+
+
+def check_guest_cases(build, res, suite, path=None):
+    """A case listed for the build's subset that did not report fails, and
+    so does a case that reported and is not listed"""
+    subset = 'base' if os.path.basename(build) == 'base' else 'all'
+    want = expected_guest_cases(subset, path)
+    got = {i['test'] for i in res.items if i['suite'] == suite}
+    for name in want:
+        if name not in got:
+            res.add(suite, name, 'fail', 'listed in tests/expected-guest-cases '
+                    f'({subset}) and did not report')
+    for i in res.items:
+        if (i['suite'] == suite and i['test'] not in want
+                and i['test'] != 'run.py'):
+            i['status'] = 'fail'
+            i['detail'] = (f'not in tests/expected-guest-cases ({subset}); '
+                           f'{i["detail"]}')
 
 
 def run_libvirt(build, res):

@@ -116,6 +116,29 @@ class Accounting(unittest.TestCase):
         finally:
             os.unlink(skips)
 
+    def test_guest_cases(self):
+        # the guest suite must report exactly the cases listed for its
+        # subset: one that did not report fails, and so does one unlisted
+        listed = write('# comment\nall case-a\nall case-b\nbase case-a\n')
+        try:
+            res = self.results()
+            with redirect_stdout(io.StringIO()):
+                res.add('guest', 'case-a', 'pass')
+                res.add('guest', 'case-c', 'pass')
+            run.check_guest_cases('/x/build/fork', res, 'guest', listed)
+            by = {i['test']: i for i in res.items}
+            self.assertEqual(by['case-a']['status'], 'pass')
+            self.assertEqual(by['case-b']['status'], 'fail')
+            self.assertIn('did not report', by['case-b']['detail'])
+            self.assertEqual(by['case-c']['status'], 'fail')
+            res = self.results('base')
+            with redirect_stdout(io.StringIO()):
+                res.add('guest', 'case-a', 'pass')
+            run.check_guest_cases('/x/build/base', res, 'guest', listed)
+            self.assertEqual([i['status'] for i in res.items], ['pass'])
+        finally:
+            os.unlink(listed)
+
     def test_skip_gone_fails(self):
         # 233 skips for a reason that does not vary: running it fails;
         # 162 is marked "?" (a tool a machine may have): only reported
