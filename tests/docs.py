@@ -15,6 +15,11 @@ One line per check, "ok NAME: what" or "FAIL NAME: why":
 - make-help: 'make' without a target prints what 'make help' prints, and
   that names every target of the Makefile (and .PHONY has them all).
 - make-check: 'make check' runs what 'make test' runs (make -n).
+- runs: scripts/record-run.py check: every table generated from the
+  record of runs (docs/runs.tsv; docs/verified.md, docs/install.md) is
+  what regenerating it gives, and no doc states a run figure ("N
+  passed") of its own outside them; the problems are printed above, one
+  per line.  tests/test_record.py tests the checker itself.
 """
 
 import os
@@ -142,11 +147,25 @@ def make_check():
            f'{c.stdout[-200:]!r} vs {t.stdout[-200:]!r}')
 
 
+def runs():
+    r = run([sys.executable, f'{TOP}/scripts/record-run.py', 'check'])
+    lines = r.stdout.strip().splitlines()
+    for line in lines[:-1]:
+        print(f'    {line}', flush=True)
+    last = lines[-1] if lines else r.stderr.strip()
+    report('runs', r.returncode == 0 and last.endswith(' 0 problems'),
+           f'{last}: the tables match docs/runs.tsv, no run figure outside them'
+           if r.returncode == 0 else
+           f'exit {r.returncode}: {last} (edit docs/runs.tsv, then scripts/record-run.py regen; '
+           'a run figure of a doc goes into the record, docs/verified.md)')
+
+
 def main():
     links()
     links_checker()
     make_help()
     make_check()
+    runs()
     print(f'docs: {failed} failed', flush=True)
     return 1 if failed else 0
 

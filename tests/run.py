@@ -630,11 +630,12 @@ def run_libvirt(build, res):
 
 
 def run_docs(res):
-    """tests/docs.py: links in README.md and docs/, make help, make check."""
+    """tests/docs.py: links in README.md and docs/, make help, make check,
+    the tables of the record of runs."""
     log('== docs (tests/docs.py)')
     run_reported([sys.executable, f'{TOP}/tests/docs.py'],
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$',
-                 ['links:README.md', 'links-checker', 'make-help', 'make-check'],
+                 ['links:README.md', 'links-checker', 'make-help', 'make-check', 'runs'],
                  300, 'docs', res)
 
 
