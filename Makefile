@@ -119,7 +119,7 @@ distclean: ## remove build/ and .cache/ (everything built and downloaded)
 # built beside the first suites, at low priority.
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
 	$(call build-all,fork)
-	python3 -m unittest -q tests/test_run.py tests/test_record.py
+	python3 -m unittest -q tests/test_run.py tests/test_record.py tests/test_postmortem.py
 	python3 tests/run.py --build fork --beside fuzz-build --beside base \
 	    --beside debug-build \
 	    --base base --json build/test-results.json \

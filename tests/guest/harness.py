@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
+import postmortem
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUEST_DIR = os.path.join(ROOT, 'guest')
 WORKLOADS = os.path.join(GUEST_DIR, 'workloads')
@@ -27,6 +29,13 @@ logging.getLogger('qemu').setLevel(logging.CRITICAL)   # we report failures ours
 CMDLINE = 'console=ttyS0 clocksource=tsc tsc=reliable quiet panic=-1'
 # Where qemu-system-x86_64 and qemu-img are; None: build/BUILD (run.py --bindir).
 BINDIR: Optional[str] = None
+
+
+def firmware_path(serial: str) -> str:
+    """Where a VM whose serial log is serial writes its firmware's debug
+    output (serial.log: firmware.log, serial-1.log: firmware-1.log)."""
+    d, f = os.path.split(serial)
+    return os.path.join(d, f.replace('serial', 'firmware', 1))
 
 
 def use_qemu_python(build: str) -> None:
@@ -191,6 +200,9 @@ class Run:
         args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', '2', '-m', c.mem,
                 '-nodefaults', '-pidfile', pidfile,
                 '-chardev', f'file,id=ser0,path={serial}', '-serial', 'chardev:ser0',
+                # SeaBIOS's debug output, for a hang's report (postmortem.py)
+                '-chardev', f'file,id=fw0,path={firmware_path(serial)}',
+                '-device', 'isa-debugcon,iobase=0x402,chardev=fw0',
                 '-kernel', os.path.join(self.guest, 'vmlinuz'),
                 '-initrd', os.path.join(self.guest, 'initrd.cpio'),
                 '-append', f'{CMDLINE} {c.append}'.strip(),
@@ -365,6 +377,22 @@ class Run:
                                           if k not in ('name', 'queue-index')))
         except Exception as e:  # pylint: disable=broad-except
             out.append(f'(virtio state unavailable: {e})')
+        return '\n'.join(out)
+
+    def postmortem(self) -> str:
+        """Where the guest is, for a timeout's report: what the firmware
+        printed last and the tail of the kernel's log (postmortem.py)."""
+        if not self.vm.is_running():
+            return ''
+        out = []
+        fw = postmortem.firmware_log(firmware_path(self.serials[-1]))
+        out.append('firmware: ' + ('\n  '.join(fw.splitlines()) if fw else '(nothing)'))
+
+        def pmemsave(addr: int, size: int, path: str) -> None:
+            r = self.vm.qmp('pmemsave', val=addr, size=size, filename=path)
+            if 'error' in r:
+                raise RuntimeError(r['error'].get('desc', r['error']))
+        out.append(postmortem.kernel_log(pmemsave, self.case.mem, 'tsc=reliable', self.tmp))
         return '\n'.join(out)
 
     def kill(self) -> None:
@@ -579,6 +607,8 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         if r is not None:
             timed_out = 'timeout' in str(e)
             state = r.virtio_state() if timed_out else ''
+            if timed_out:
+                state += '\n' + r.postmortem()
             if timed_out and '@@BOOT' not in r.log():
                 # The first thing /init prints: before it, the guest's
                 # drivers have not touched the disks (what the device

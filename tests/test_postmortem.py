@@ -1,0 +1,125 @@
+"""Unit tests of tests/guest/postmortem.py: a hang report finds the guest
+kernel's log in guest RAM by its content, wherever KASLR put it.
+
+    python3 -m unittest tests/test_postmortem.py
+"""
+
+import os
+import struct
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'guest'))
+import postmortem  # noqa: E402  pylint: disable=wrong-import-position
+
+CMDLINE = b'console=ttyS0 clocksource=tsc tsc=reliable quiet panic=-1'
+
+
+def ring(texts, first_id=0xfffffffffffffc00):
+    """A printk text ring's data blocks: a little-endian long id, the text,
+    padding to a long."""
+    out = b''
+    for n, t in enumerate(texts):
+        blk = struct.pack('<Q', (first_id + n) & 0xffffffffffffffff) + t
+        out += blk + b'\0' * (-len(blk) % 8)
+    return out
+
+
+def boot_log(last):
+    return ring([b'Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org)',
+                 b'Command line: ' + CMDLINE,
+                 b'x86/fpu: x87 FPU will use FXSAVE',
+                 b'BIOS-provided physical RAM map:',
+                 last])
+
+
+class FakeRam:
+    """Guest RAM of `size` bytes with blobs at given addresses; pmemsave
+    as QEMU does it, into a file."""
+
+    def __init__(self, size, blobs):
+        self.ram = bytearray(size)
+        for addr, blob in blobs:
+            self.ram[addr:addr + len(blob)] = blob
+        self.calls = 0
+
+    def pmemsave(self, addr, size, path):
+        self.calls += 1
+        if addr + size > len(self.ram):
+            raise RuntimeError('Invalid parameter')
+        with open(path, 'wb') as f:
+            f.write(self.ram[addr:addr + size])
+
+
+class TestKernelLog(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        for f in os.listdir(self.tmp):
+            os.unlink(os.path.join(self.tmp, f))
+        os.rmdir(self.tmp)
+
+    # Small: 1 MiB chunks from 1 MiB on, in a few MiB of RAM.
+    def log(self, ram, mem='8M'):
+        return postmortem.kernel_log(ram.pmemsave, mem, 'tsc=reliable', self.tmp,
+                                     start=1 << 20, chunk=1 << 20)
+
+    def test_found_where_kaslr_put_it(self):
+        ram = FakeRam(8 << 20, [(0x63c5000 >> 4, boot_log(b'virtio_blk virtio1: [vda] 8192 512-byte'))])
+        out = self.log(ram)
+        self.assertIn('kernel log at 0x63c508', out)
+        self.assertIn('virtio_blk virtio1: [vda]', out)
+        self.assertIn('Command line: console=ttyS0', out)
+
+    def test_across_a_chunk_boundary(self):
+        # The banner 100 bytes before the end of the first chunk: found
+        # once, whole.
+        at = (1 << 20) + (1 << 20) - 100
+        ram = FakeRam(8 << 20, [(at, boot_log(b'the last record'))])
+        out = self.log(ram)
+        self.assertEqual(out.count('kernel log at'), 1, out)
+        self.assertIn('the last record', out)
+
+    def test_banner_alone_is_not_a_log(self):
+        # linux_banner in the kernel's rodata, without a command line after it
+        ram = FakeRam(8 << 20, [(0x1e0000, b'Linux version 6.1.0-57-amd64 (gcc 12)\n\0')])
+        out = self.log(ram)
+        self.assertIn('no boot log in guest RAM', out)
+
+    def test_earlier_boots_too_shortest_last(self):
+        old = boot_log(b'an earlier boot, further on') + ring([b'more of the earlier boot'] * 5)
+        new = boot_log(b'where the boot stopped')
+        ram = FakeRam(8 << 20, [(0x200000, new), (0x500000, old)])
+        out = self.log(ram)
+        self.assertEqual(out.count('kernel log at'), 2, out)
+        self.assertTrue(out.rstrip().endswith('where the boot stopped'), out)
+
+    def test_a_failing_pmemsave_is_reported_not_raised(self):
+        ram = FakeRam(4 << 20, [])
+        out = self.log(ram)      # RAM smaller than -m says: pmemsave fails
+        self.assertIn('kernel log unavailable: Invalid parameter', out)
+
+    def test_ram_bytes(self):
+        self.assertEqual(postmortem.ram_bytes('1G'), 1 << 30)
+        self.assertEqual(postmortem.ram_bytes('512M'), 512 << 20)
+        self.assertEqual(postmortem.ram_bytes('2048'), 2048 << 20)
+        with self.assertRaises(ValueError):
+            postmortem.ram_bytes('lots')
+
+
+class TestFirmwareLog(unittest.TestCase):
+    def test_tail(self):
+        with tempfile.NamedTemporaryFile('wb', delete=False) as f:
+            f.write(b'SeaBIOS (version 1.16.2-debian-1.16.2-1)\n\nBooting from ROM...\n')
+        try:
+            self.assertEqual(postmortem.firmware_log(f.name, 2),
+                             'SeaBIOS (version 1.16.2-debian-1.16.2-1)\nBooting from ROM...')
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(postmortem.firmware_log('/nonexistent/firmware.log'), '')
+
+
+if __name__ == '__main__':
+    unittest.main()
