@@ -607,8 +607,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         if r is not None:
             timed_out = 'timeout' in str(e)
             state = r.virtio_state() if timed_out else ''
-            if timed_out:
-                state += '\n' + r.postmortem()
+            where = r.postmortem() if timed_out else ''
             if timed_out and '@@BOOT' not in r.log():
                 # The first thing /init prints: before it, the guest's
                 # drivers have not touched the disks (what the device
@@ -623,6 +622,8 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                 tail += '\n    qemu: ' + '\n    qemu: '.join(qlog.splitlines()[-10:])
             if state:
                 tail += '\n    virtio: ' + '\n    virtio: '.join(state.splitlines())
+            if where:
+                tail += '\n    guest: ' + '\n    guest: '.join(where.splitlines())
         return False, f'{e}\n{tail}', time.time() - t0
     finally:
         if r is not None:
