@@ -392,7 +392,7 @@ class Run:
             r = self.vm.qmp('pmemsave', val=addr, size=size, filename=path)
             if 'error' in r:
                 raise RuntimeError(r['error'].get('desc', r['error']))
-        out.append(postmortem.kernel_log(pmemsave, self.case.mem, 'tsc=reliable', self.tmp))
+        out.append(postmortem.kernel_log(pmemsave, self.case.mem, CMDLINE, self.tmp))
         return '\n'.join(out)
 
     def kill(self) -> None:
