@@ -1126,6 +1126,7 @@ static void case_dwz_no_out(void)
 
 /* ---- negative checks: each must fail, or a check is blind ---- */
 static bool late_write;     /* selftest-late-write: check_quiet_after_reset writes */
+static bool late_complete;  /* selftest-late-complete: check_good_queue writes */
 
 static void case_selftest_corrupt(void)
 {
@@ -1189,6 +1190,12 @@ static void case_selftest_stale(void)
         good_start(0, 1);
         good_wait(0, MIN_GOOD, opt.timeout);
     }
+}
+
+static void case_selftest_late_complete(void)
+{
+    late_complete = true;   /* a used entry after the device is broken */
+    case_huge_len();
 }
 
 static void case_selftest_late_write(void)
@@ -1293,6 +1300,11 @@ static const struct chaos_case cases[] = {
     { "selftest-stale", case_selftest_stale, SPLIT_ONLY, false, 1, "a lost or stale write",
       NULL, "the disk loses the good queue's last write to a block, which it then reads: "
       "its check sees the old data" },
+    { "selftest-late-complete", case_selftest_late_complete, RING_SPLIT,
+      "virtio: bogus descriptor or out of resources", NULL, false, false, 1,
+      "completed requests after it was marked broken", NULL,
+      "the good queue's used index moves (through qtest, as a device would) after the "
+      "device is broken: the quiet check fails" },
     { "selftest-late-write", case_selftest_late_write, SPLIT_ONLY, false, 1,
       "wrote guest RAM after its reset read back 0", NULL,
       "a write to a data buffer (through qtest, as a device would) after the reset read "
@@ -1332,6 +1344,21 @@ static unsigned log_lines(const char *s, char *first, size_t len)
     return n;
 }
 
+/* virtio_error() sets NEEDS_RESET, sends the configuration interrupt and
+ * only then marks the device broken; another thread (an IOThread) may still
+ * be inside it when this one sees NEEDS_RESET.  Its end is QEMU's state,
+ * not a time: wait until QEMU says the device is broken. */
+static void wait_broken(void)
+{
+    for (double end = now_s() + opt.timeout; !qmp_virtio_broken(VBLK_QOM_PATH);
+         sleep_s(0.002)) {
+        if (now_s() > end) {
+            fail("NEEDS_RESET, but QEMU did not mark the device broken within %.0fs",
+                 opt.timeout);
+        }
+    }
+}
+
 /* NEEDS_RESET, the message and the config interrupt, or none of them. */
 static void check_outcome(void)
 {
@@ -1355,6 +1382,7 @@ static void check_outcome(void)
     if (!broken) {
         fail("expected NEEDS_RESET and '%s', the device is not broken", error);
     }
+    wait_broken();
     if (!log_lines(error, line, sizeof(line))) {
         log_lines(NULL, line, sizeof(line));
         fail("NEEDS_RESET, but QEMU did not say '%s' (it said: %s)", error, line);
@@ -1377,12 +1405,23 @@ static uint64_t check_good_queue(void)
         return 0;
     }
     if (case_error()) {
-        /* a broken device pops and completes nothing (virtio_device_disabled) */
-        sleep_s(0.02);
+        /*
+         * A broken device pops and completes nothing (virtio_device_disabled).
+         * The packed signature covers the whole descriptor ring, which the
+         * driver writes too: stop the good thread first, or its late refill
+         * (it may run long after NEEDS_RESET on a loaded host) is taken for
+         * the device's write.  check_outcome() waited for broken, so from
+         * here on any change to either ring is the device's.
+         */
+        good_stop(false);
         uint64_t s0 = ring_sig(&vqs[0]), s1 = ring_sig(hq);
+        if (late_complete) {
+            uint64_t idx = (uint64_t)((uint8_t *)&vqs[0].used_hdr[1] - (uint8_t *)gpa(0));
+            writew(idx, vqs[0].used_hdr[1] + 1);
+        }
         sleep_s(0.1);
         if (ring_sig(&vqs[0]) != s0 || ring_sig(hq) != s1) {
-            fail("the device completed requests after it set NEEDS_RESET");
+            fail("the device completed requests after it was marked broken");
         }
         return completed(0) - before;
     }

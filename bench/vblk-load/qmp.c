@@ -598,6 +598,22 @@ void qmp_virtqueue_status(const char *path, unsigned queue, struct vq_status *st
     jdoc_free(&d);
 }
 
+bool qmp_virtio_broken(const char *path)
+{
+    char cmd[512];
+    struct jdoc d;
+    snprintf(cmd, sizeof(cmd), "{\"execute\": \"x-query-virtio-status\", "
+             "\"arguments\": {\"path\": \"%s\"}}", path);
+    int ret = qmp_exec(cmd, "x-query-virtio-status", &d);
+    int b = json_get(&d, ret, "broken");
+    if (b < 0 || d.n[b].t != J_BOOL) {
+        die("x-query-virtio-status: no boolean 'broken' in the reply");
+    }
+    bool broken = d.n[b].num != 0;
+    jdoc_free(&d);
+    return broken;
+}
+
 void qmp_iops_limit(const char *id, unsigned iops)
 {
     char cmd[512];

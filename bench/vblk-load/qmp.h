@@ -49,6 +49,10 @@ void qmp_qom_set_int(const char *path, const char *prop, long long v);
  * avail and used indexes.  Dies on an error. */
 struct vq_status { uint64_t inuse, last_avail, used; };
 void qmp_virtqueue_status(const char *path, unsigned queue, struct vq_status *st);
+/* x-query-virtio-status's "broken": QEMU's virtio_error() has run to its
+ * end (NEEDS_RESET, the configuration interrupt, then broken, in that
+ * order).  Dies on an error. */
+bool qmp_virtio_broken(const char *path);
 /* block_set_io_throttle on the device with qdev id: at most iops requests
  * per second (0: no limit).  Under qtest the limit's clock is the virtual
  * clock, which does not advance: once the first request has passed, the
