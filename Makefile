@@ -34,7 +34,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 
 .DEFAULT_GOAL := help
 .PHONY: all setup deps fetch base fork build tree export check-patches check-bisect \
-	test check test-base tree-build test-tree smoke vblk-load bench run install uninstall clean \
+	test test-full check test-base tree-build test-tree smoke vblk-load bench run install uninstall clean \
 	distclean help deps-deb deb repo test-deb check-update fuzz fuzz-build profile \
 	debug-build check-links upstream fuzz-planted
 
@@ -113,17 +113,26 @@ distclean: ## remove build/ and .cache/ (everything built and downloaded)
 
 ##@ Test
 # The fork's tests (tests/run.py); the whole tree is built first, since the
-# suites need the unit tests, qtests and iotests binaries.  The fuzzing build
-# and the unpatched base, which only the last suites need (the fuzzing smoke
-# run; the hostile driver and the soak on the base, for comparison), are
-# built beside the first suites, at low priority.
+# suites need the unit tests, qtests and iotests binaries.  The fuzzing
+# build and the debug build, which only the last suites need, are built
+# beside the first suites, at low priority.  test-full adds the unpatched
+# base, built beside them too, and runs the hostile driver and the guest
+# soak on it for comparison (suites chaos-base, soak-base): a third QEMU
+# build and two suites, too much for CI's time on a new machine, so CI
+# (.ci/run) runs make test (docs/testing.md).
+RUN_TESTS = python3 tests/run.py --build fork --beside fuzz-build \
+	    --beside debug-build --json build/test-results.json \
+	    --summary build/test-summary.txt
+
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
 	$(call build-all,fork)
 	python3 -m unittest -q tests/test_run.py tests/test_record.py tests/test_postmortem.py
-	python3 tests/run.py --build fork --beside fuzz-build --beside base \
-	    --beside debug-build \
-	    --base base --json build/test-results.json \
-	    --summary build/test-summary.txt $(TESTFLAGS)
+	$(RUN_TESTS) $(TESTFLAGS)
+
+test-full: fork check-patches ## [root] make test, and the hostile driver and the soak on the base for comparison
+	$(call build-all,fork)
+	python3 -m unittest -q tests/test_run.py tests/test_record.py tests/test_postmortem.py
+	$(RUN_TESTS) --beside base --base base $(TESTFLAGS)
 
 check: test ## [root] the same as make test
 

@@ -84,8 +84,25 @@ FUZZ_TARGETS = ['virtio-blk-fuzz', 'virtio-blk-flags-fuzz',
 HANG_TIMEOUT = 90
 
 
+# The sections of the log ("== NAME" lines) and how long each took, for
+# the summary: where a run's time went
+SECTIONS = []
+
+
 def log(msg):
+    if msg.lstrip('\n').startswith('== '):
+        now = time.monotonic()
+        if SECTIONS and SECTIONS[-1][2] is None:
+            SECTIONS[-1][2] = now
+        if not msg.lstrip('\n').startswith('== summary'):
+            SECTIONS.append([msg.lstrip('\n')[3:], now, None])
     print(msg, flush=True)
+
+
+def section_times():
+    """One line per section of the log, minutes and seconds each."""
+    return [f'  {int(end - start) // 60:3d}:{int(end - start) % 60:02d}  {name}'
+            for name, start, end in SECTIONS if end is not None]
 
 
 def build_suite(build, suite):
@@ -1043,6 +1060,9 @@ def main():
     for s in suites:
         for line in skip_summary(res, s):
             log(line)
+    log('time per section (min:s; builds beside the suites overlap them):')
+    for line in section_times():
+        log(line)
     bad = [i for i in res.items if i['status'] in ('fail', 'timeout')]
     for i in res.items:
         if i.get('retried') and i['status'] in ('pass', 'xpass'):
