@@ -115,21 +115,24 @@ distclean: ## remove build/ and .cache/ (everything built and downloaded)
 # The fork's tests (tests/run.py); the whole tree is built first, since the
 # suites need the unit tests, qtests and iotests binaries.  The fuzzing
 # build and the debug build, which only the last suites need, are built
-# beside the first suites, at low priority.  test-full adds the unpatched
-# base, built beside them too, and runs the hostile driver and the guest
-# soak on it for comparison (suites chaos-base, soak-base): a third QEMU
-# build and two suites, too much for CI's time on a new machine, so CI
+# beside the first suites, at low priority.  test-full adds the iotests
+# for raw images and the unpatched base, built beside them too, with the
+# hostile driver and the guest soak on it for comparison (suites
+# chaos-base, soak-base): too much for CI's time on a new machine, so CI
 # (.ci/run) runs make test (docs/testing.md).
 RUN_TESTS = python3 tests/run.py --build fork --beside fuzz-build \
 	    --beside debug-build --json build/test-results.json \
 	    --summary build/test-summary.txt
+# make test runs qemu-iotests for qcow2 in the three aio modes; test-full
+# for raw too (docs/testing.md, "make test-full")
+TEST_IOTESTS = --iotests qcow2-threads --iotests qcow2-native --iotests qcow2-io_uring
 
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
 	$(call build-all,fork)
 	python3 -m unittest -q tests/test_run.py tests/test_record.py tests/test_postmortem.py
-	$(RUN_TESTS) $(TESTFLAGS)
+	$(RUN_TESTS) $(TEST_IOTESTS) $(TESTFLAGS)
 
-test-full: fork check-patches ## [root] make test, and the hostile driver and the soak on the base for comparison
+test-full: fork check-patches ## [root] make test, the iotests for raw too, and the hostile driver and the soak on the base
 	$(call build-all,fork)
 	python3 -m unittest -q tests/test_run.py tests/test_record.py tests/test_postmortem.py
 	$(RUN_TESTS) --beside base --base base $(TESTFLAGS)
