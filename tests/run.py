@@ -90,12 +90,13 @@ SECTIONS = []
 
 
 def log(msg):
-    if msg.lstrip('\n').startswith('== '):
+    head = msg.lstrip('\n')
+    if head.startswith('== '):
         now = time.monotonic()
         if SECTIONS and SECTIONS[-1][2] is None:
             SECTIONS[-1][2] = now
-        if not msg.lstrip('\n').startswith('== summary'):
-            SECTIONS.append([msg.lstrip('\n')[3:], now, None])
+        if not head.startswith('== summary'):
+            SECTIONS.append([head[3:], now, None])
     print(msg, flush=True)
 
 
