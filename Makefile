@@ -7,6 +7,25 @@
 # comment after the target; tests/run.py (suite docs) checks that every
 # target has one.
 
+# The line of the fork to work on: a directory of lines/ with its base.pin
+# and patches/ (scripts/line.sh).  bookworm (QEMU 7.2) is the default and
+# the only line with builds, tests and packages so far.
+LINE ?= bookworm
+LINES := $(patsubst lines/%/base.pin,%,$(wildcard lines/*/base.pin))
+ifeq ($(filter $(LINE),$(LINES)),)
+$(error LINE=$(LINE): there is no lines/$(LINE)/base.pin; the lines are: $(LINES))
+endif
+export LINE
+# The targets that work on any line (or on none); with another LINE than
+# bookworm, make stops before it runs anything else.
+LINE_TARGETS := help fetch tree export check-patches check-update upstream deps \
+	clean distclean check-links vblk-load
+ifneq ($(LINE),bookworm)
+ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
+$(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)))
+endif
+endif
+
 JOBS ?= $(shell nproc)
 # make install: a prefix of its own, where the fork's binaries do not shadow
 # Debian's QEMU (as /usr/local/bin would, first in PATH); DESTDIR for staging.
@@ -41,6 +60,9 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 ##@ Help
 help: ## this list (also 'make' alone)
 	@echo 'qemu-iobatch: Debian 12'"'"'s QEMU 7.2 with an I/O batching series (README.md).'
+	@echo 'LINE=NAME (default bookworm) selects the line of lines/ that fetch, tree,'
+	@echo 'export, check-patches and check-update work on; the others are the bookworm'
+	@echo 'line'"'"'s so far.'
 	@echo 'Targets marked [root] install missing Debian packages with apt-get as root (as'
 	@echo 'another user they print the apt-get line and stop); [host] ones change this'
 	@echo 'host beyond packages.'
@@ -75,13 +97,13 @@ setup: build ## [root] the same as make build
 deps: ## [root] install the Debian packages that building and testing need
 	scripts/deps.sh
 
-fetch: deps ## [root] download and verify the pinned Debian source (base.pin) into build/src/base
+fetch: deps ## [root] download and verify the line's pinned Debian source (lines/LINE/base.pin), unpack it (build/src/base)
 	scripts/fetch-base.sh
 
 base: fetch ## [root] the unpatched base in build/base
 	scripts/build.sh base build/src/base
 
-fork: fetch ## [root] the fork (base + patches/series) in build/fork
+fork: fetch ## [root] the fork (base + lines/bookworm/patches/series) in build/fork
 	scripts/fork-src.sh
 	scripts/build.sh fork build/src/fork
 
@@ -196,13 +218,13 @@ upstream: deps ## [root] comparison build of Debian's QEMU 10.0 in build/upstrea
 	scripts/upstream.sh
 
 ##@ Work on the series (docs/patch-workflow.md)
-tree: fetch ## [root] a git tree of the fork in tree/ to edit
+tree: fetch ## [root] a git tree of the line's fork to edit: tree/ (LINE=trixie: tree-trixie/)
 	scripts/tree.sh
 
-export: ## write tree/ back to patches/
+export: ## write the line's tree back to its patches/ (lines/LINE/patches/)
 	scripts/export.sh
 
-check-patches: fetch ## [root] the series applies, checkpatch.pl, Signed-off-by
+check-patches: fetch ## [root] the line's series applies, checkpatch.pl, Signed-off-by
 	scripts/check-patches.sh
 
 # Every prefix of the series builds and passes the unit tests (slow: one
@@ -218,7 +240,10 @@ test-tree: tree-build ## [root] the test suites on build/tree
 	$(call build-all,tree)
 	python3 tests/run.py --build tree $(TESTFLAGS)
 
-# Is there a newer bookworm/bookworm-security qemu, and does the series apply
-# to it?  CHECKUPDATEFLAGS=--pin moves base.pin to it (docs/patch-workflow.md).
-check-update: ## a newer Debian qemu than base.pin? does the series apply to it?
-	scripts/check-update.sh $(CHECKUPDATEFLAGS)
+# For every line (or the line given as LINE=... on the command line or in
+# the environment): is there a newer qemu in its suites (bookworm,
+# bookworm-updates, bookworm-security; the same of trixie), and does its
+# series apply to it?  CHECKUPDATEFLAGS=--pin moves the line's base.pin to it
+# (docs/patch-workflow.md).
+check-update: ## a newer Debian qemu than each line's base.pin? does its series apply to it?
+	scripts/check-update.sh $(if $(filter command line environment,$(origin LINE)),--line $(LINE)) $(CHECKUPDATEFLAGS)

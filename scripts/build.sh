@@ -81,10 +81,14 @@ fi
 # 'meson configure' sets it, and ninja then regenerates qemu-version.h, which
 # only the dozen files that print the version include (in 7.2 the package
 # version reaches nothing else in a build without modules).
-# shellcheck disable=SC1091  # base.pin: VAR=value lines, not followed here
-base_version=$(. "$top/base.pin"; echo "$VERSION")
+# The Debian version is that of the pin of the line LINE (scripts/line.sh):
+# bookworm for base, fork and tree; trixie for upstream (scripts/upstream.sh
+# sets LINE), the trixie line's base.
+. "$top/scripts/line.sh"
+# shellcheck disable=SC1090  # base.pin: VAR=value lines, not followed here
+base_version=$(. "$LINE_PIN"; echo "$VERSION")
 case $name in
-    base) pkgversion="Debian $base_version, unpatched" ;;
+    base|upstream) pkgversion="Debian $base_version, unpatched" ;;
     fork) pkgversion="$("$top/scripts/version.sh" series) on Debian $base_version" ;;
     tree) pkgversion="qemu-iobatch development tree on Debian $base_version" ;;
     *) pkgversion="" ;;

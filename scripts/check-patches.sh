@@ -1,6 +1,7 @@
 #!/bin/bash
-# check-patches.sh: the series applies to the pinned base, every patch passes
-# the base's own scripts/checkpatch.pl, and every patch is signed off.
+# check-patches.sh: the series of the line LINE (scripts/line.sh) applies to
+# its pinned base, every patch passes the base's own scripts/checkpatch.pl,
+# and every patch is signed off.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,19 +10,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 "$top/scripts/apply-series.sh" "$tmp/tree"
-echo "check-patches: the series applies to the pinned base"
+echo "check-patches: the $LINE series applies to the pinned base"
 
 bad=0 n=0
 for grp in "${PATCH_GROUPS[@]}"; do
     while read -r p; do
         n=$((n + 1))
-        f=$top/patches/$p
+        f=$LINE_PATCHES/$p
         # The Signed-off-by must be in the commit message, above the "---".
         if ! sed '/^---$/q' "$f" | grep -q '^Signed-off-by: .\+ <.\+@.\+>$'; then
             echo "check-patches: $p: no Signed-off-by" >&2
             bad=$((bad + 1))
         fi
-        if ! (cd "$top/build/src/base" && perl scripts/checkpatch.pl -q "$f") >"$tmp/out" 2>&1; then
+        if ! (cd "$LINE_BUILD/src/base" && perl scripts/checkpatch.pl -q "$f") >"$tmp/out" 2>&1; then
             echo "check-patches: $p: checkpatch.pl reports errors:" >&2
             cat "$tmp/out" >&2
             bad=$((bad + 1))

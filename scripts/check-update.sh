@@ -1,38 +1,76 @@
 #!/bin/bash
-# check-update.sh [--pin] [--base FILE]: is there a newer Debian bookworm
-# (or bookworm-security) qemu source package than the pinned base, and does
-# our series apply to it?  Asks the archive through the private apt
-# configuration of fetch-base.sh (scripts/apt-src.sh).  When a newer version
-# exists, downloads it into build/check-update, verifies its files against the
-# archive's signed index, unpacks it, and applies patches/series (and
-# packaging/x86only.patch to its debian/) there, reporting per patch:
-# clean, offset, fuzz or FAILED.  With --pin, rewrites the pin file (version,
-# file names, sha256) when every patch applies without fuzz.
-# FILE defaults to base.pin.  Exit status: 0 when nothing is newer or
-# everything applies, 1 when a patch needs work, 2 on other errors.
+# check-update.sh [--line NAME] [--pin] [--base FILE]: is there a newer
+# Debian qemu source package than a line's pin, and does the line's series
+# apply to it?  Without --line (and without --base), every line of lines/ in
+# turn, then one verdict per line; --line NAME checks that line only.  Each
+# line asks its own suites (the bookworm line: bookworm, bookworm-updates,
+# bookworm-security; the trixie line: the same of trixie) through the private
+# apt configuration of fetch-base.sh (scripts/apt-src.sh, one per line).
+# When a newer version exists, downloads it into the line's build/check-update
+# (bookworm: build/check-update; trixie: build/trixie/check-update), verifies
+# its files against the archive's signed index, unpacks it, and applies the
+# line's patches/series (and, for a line with packages, the patch to
+# Debian's debian/ of make deb, packaging/x86only.patch) there, reporting
+# per patch: clean, offset, fuzz or FAILED.  With --pin, rewrites the line's
+# pin file (version, file names, sha256) when every patch applies without
+# fuzz.  FILE defaults to lines/LINE/base.pin; with --base and no --line,
+# the line is $LINE (default bookworm).
+#
+# The last line of each line's check is its verdict, "check-update: LINE:
+# ...".  Exit status: 0 when nothing is newer or everything applies, 1 when
+# a patch needs work, 2 on other errors; with every line, the worst of them.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-. "$top/scripts/groups.sh"
-. "$top/scripts/apt-src.sh"
-die() { echo "check-update: error: $*" >&2; exit 2; }
-usage() { echo "usage: check-update.sh [--pin] [--base FILE]" >&2; exit 2; }
+usage() { echo "usage: check-update.sh [--line NAME] [--pin] [--base FILE]" >&2; exit 2; }
 
-pin=0 base=$top/base.pin
+pin=0 base='' line='' args=()
 while [ $# -gt 0 ]; do
     case $1 in
-        --pin) pin=1 ;;
+        --pin) pin=1; args+=(--pin) ;;
         --base) [ $# -ge 2 ] || usage; base=$2; shift ;;
+        --line) [ $# -ge 2 ] || usage; line=$2; shift ;;
         *) usage ;;
     esac
     shift
 done
+
+# Every line: each in a run of its own (one line's error does not stop the
+# others), then the verdicts together.
+if [ -z "$line" ] && [ -z "$base" ]; then
+    . "$top/scripts/line.sh"
+    mapfile -t lines < <(all_lines)
+    [ ${#lines[@]} -gt 0 ] || { echo "check-update: error: no lines/*/base.pin" >&2; exit 2; }
+    worst=0 verdicts=()
+    out=$(mktemp)
+    trap 'rm -f "$out"' EXIT
+    for l in "${lines[@]}"; do
+        echo "check-update: ==== line $l (lines/$l/base.pin)"
+        rc=0
+        LINE=$l "$BASH" "$0" --line "$l" "${args[@]}" 2>&1 | tee "$out" || rc=${PIPESTATUS[0]}
+        v=$(grep "^check-update: $l: " "$out" | tail -n 1)
+        verdicts+=("${v:-check-update: $l: error: no verdict (exit status $rc; see above)}")
+        [ "$rc" -le "$worst" ] || worst=$rc
+    done
+    echo "check-update: ==== the ${#lines[@]} lines:"
+    printf '%s\n' "${verdicts[@]}"
+    exit "$worst"
+fi
+
+[ -z "$line" ] || export LINE=$line
+. "$top/scripts/line.sh"
+. "$top/scripts/groups.sh"
+. "$top/scripts/apt-src.sh"
+die() { echo "check-update: $LINE: error: $*" >&2; exit 2; }
+verdict() { echo "check-update: $LINE: $*"; }
+
+base=${base:-$LINE_PIN}
 [ -f "$base" ] || die "no pin file $base"
 PACKAGE=$(. "$base"; echo "$PACKAGE")
 PINNED=$(. "$base"; echo "$VERSION")
-check_series || die "fix patches/series"
+check_series || die "fix $LINE_REL/patches/series"
 
-echo "check-update: asking the archive for $PACKAGE in bookworm, bookworm-updates, bookworm-security"
+echo "check-update: asking the archive for $PACKAGE in ${LINE_SUITES[*]/%/,} $LINE_SECURITY_SUITE"
 apt_src_update || die "apt-get update failed (network?); see $APT_DIR/update.log"
 apt-cache "${APT_OPTS[@]}" madison "$PACKAGE" | awk -F' *[|] *' '/Sources$/ {print $2 "\t" $3}' \
     >"$APT_DIR/madison" || true
@@ -45,6 +83,7 @@ done <"$APT_DIR/madison"
 
 if ! dpkg --compare-versions "$newest" gt "$PINNED"; then
     echo "check-update: nothing newer: the newest is $newest, $(basename "$base") pins $PINNED"
+    verdict "nothing newer than $PINNED (${base#"$top"/})"
     exit 0
 fi
 echo "check-update: $newest is newer than the pinned $PINNED"
@@ -58,9 +97,17 @@ apt-cache "${APT_OPTS[@]}" showsrc "$PACKAGE" | awk -v v="$newest" '
 dsc=$(awk '/\.dsc$/ {print $2}' "$APT_DIR/new.sha256")
 [ -n "$dsc" ] || die "no .dsc for $PACKAGE $newest in the index"
 
-work=$top/build/check-update
+work=$LINE_BUILD/check-update
 rm -rf "$work"
 mkdir -p "$work/dl"
+# A file that make fetch has already (.cache/download) with the index's
+# sha256 is linked, not downloaded again; apt-get source skips it.
+while read -r sum f; do
+    c=$top/.cache/download/$f
+    if [ -f "$c" ] && [ "$(sha256sum <"$c" | cut -d' ' -f1)" = "$sum" ]; then
+        ln "$c" "$work/dl/$f" 2>/dev/null || cp "$c" "$work/dl/$f"
+    fi
+done <"$APT_DIR/new.sha256"
 echo "check-update: downloading $PACKAGE=$newest into $work"
 (cd "$work/dl" && apt-get "${APT_OPTS[@]}" -q source --download-only "$PACKAGE=$newest") \
     >"$work/source.log" 2>&1 || die "apt-get source $PACKAGE=$newest failed; see $work/source.log"
@@ -88,17 +135,20 @@ apply() {
             sed 's/^/check-update:           /'
     fi
 }
-echo "check-update: applying the series to $newest:"
+echo "check-update: applying the $LINE series to $newest:"
 for g in "${PATCH_GROUPS[@]}"; do
-    while read -r p; do apply "patches/$p" "$top/patches/$p"; done < <(series_in "$g")
+    while read -r p; do apply "$LINE_REL/patches/$p" "$LINE_PATCHES/$p"; done < <(series_in "$g")
 done
-apply packaging/x86only.patch "$top/packaging/x86only.patch"
+if [ -n "$LINE_PACKAGING" ]; then
+    apply "${LINE_PACKAGING#"$top"/}" "$LINE_PACKAGING"
+fi
 echo "check-update: $n_clean clean, $n_fuzz with fuzz, $n_fail failed"
 
 if [ $((n_fuzz + n_fail)) -ne 0 ]; then
     echo "check-update: refresh the patches marked fuzz or FAILED on $newest before pinning it:"
     echo "check-update: see 'Moving to a new Debian version' in docs/patch-workflow.md"
     [ "$pin" -eq 0 ] || echo "check-update: $(basename "$base") not changed"
+    verdict "$newest is newer than $PINNED; $((n_fuzz + n_fail)) patch(es) need work ($n_fuzz with fuzz, $n_fail failed)"
     exit 1
 fi
 if [ "$pin" -eq 1 ]; then
@@ -120,6 +170,15 @@ EOF
     mv "$work/pin" "$base"
     mkdir -p "$top/.cache/download"
     cp "$work/dl/$dsc" "$work/dl/$orig" "$work/dl/$deb" "$top/.cache/download/"
-    echo "check-update: $(basename "$base") now pins $newest; next: make fork test, then commit it"
-    echo "check-update: then make deb repo: the package version follows base.pin (docs/install.md#versions)"
+    if [ "$LINE" = "$DEFAULT_LINE" ]; then
+        echo "check-update: $(basename "$base") now pins $newest; next: make fork test, then commit it"
+    else
+        echo "check-update: $(basename "$base") now pins $newest; next: make check-patches$LINE_MAKE and make upstream (the line's base build), then commit it"
+    fi
+    if [ -n "$LINE_PACKAGING" ]; then
+        echo "check-update: then make deb repo: the package version follows $LINE_REL/base.pin (docs/install.md#versions)"
+    fi
+    verdict "$newest is newer than $PINNED; the series applies ($n_clean clean or offset); ${base#"$top"/} now pins $newest"
+    exit 0
 fi
+verdict "$newest is newer than $PINNED; the series applies ($n_clean clean or offset): 'make check-update$LINE_MAKE CHECKUPDATEFLAGS=--pin' pins it"

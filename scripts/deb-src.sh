@@ -1,7 +1,9 @@
 #!/bin/bash
-# deb-src.sh: the fork as a Debian source package: the pinned .dsc unpacked
-# in build/deb-work, packaging/x86only.patch applied to debian/, patches/series
-# added as quilt patches (debian/patches/iobatch/), debian/rules' package
+# deb-src.sh: the fork as a Debian source package (the bookworm line; the
+# trixie line has no packages yet): the .dsc pinned in lines/bookworm/base.pin
+# unpacked in build/deb-work, packaging/x86only.patch applied to debian/,
+# lines/bookworm/patches/series added as quilt patches
+# (debian/patches/iobatch/), debian/rules' package
 # version naming the series, the project as Maintainer (packaging/maintainer;
 # Debian's team becomes XSBC-Original-Maintainer), the fork's releases of
 # packaging/changelog merged into Debian's debian/changelog
@@ -20,7 +22,10 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-. "$top/base.pin"
+. "$top/scripts/line.sh"
+line_only bookworm "Debian packages of the fork (make deb)"
+# shellcheck disable=SC1090  # the pin: VAR=value lines
+. "$LINE_PIN"
 . "$top/scripts/groups.sh"
 out=${DEB_OUT:-$top/build/deb}
 work=${DEB_WORK:-$top/build/deb-work}
@@ -32,24 +37,25 @@ upver=${VERSION#*:}; upver=${upver%-*}           # 7.2+dfsg
 src=$work/$PACKAGE-$upver
 
 command -v dpkg-source >/dev/null || die "dpkg-source not found; run 'make deps'"
-check_series || die "fix patches/series"
+check_series || die "fix $LINE_REL/patches/series"
 mapfile -t series < <(for g in "${PATCH_GROUPS[@]}"; do series_in "$g"; done)
 
 # The date of the last commit that changed what goes into the source
 # package (not the apt preferences file beside it), so
 # that the same commit always gives the same changelog (and the same
-# SOURCE_DATE_EPOCH for the build).
-inputs=(base.pin patches packaging/x86only.patch packaging/maintainer packaging/changelog
-        scripts/deb-src.sh scripts/deb-changelog.py)
+# SOURCE_DATE_EPOCH for the build).  The pin and the series were at the top
+# (base.pin, patches/) before lines/.
+inputs=("$LINE_REL/base.pin" "$LINE_REL/patches" base.pin patches packaging/x86only.patch
+        packaging/maintainer packaging/changelog scripts/deb-src.sh scripts/deb-changelog.py)
 date=$(cd "$top" && LC_ALL=C git log -1 --date=format:'%a, %d %b %Y %H:%M:%S %z' \
        --format=%cd -- "${inputs[@]}" 2>/dev/null) || true
 if [ -z "$date" ]; then
     # Without git history only with IOBATCH_REV (scripts/version.sh).
-    date=$(LC_ALL=C date -R -r "$top/patches/series")
+    date=$(LC_ALL=C date -R -r "$LINE_PATCHES/series")
 fi
-stamp=$(cd "$top" && { echo "$debver $date"; cat base.pin packaging/x86only.patch \
+stamp=$(cd "$top" && { echo "$debver $date"; cat "$LINE_REL/base.pin" packaging/x86only.patch \
         packaging/maintainer packaging/changelog scripts/deb-src.sh scripts/deb-changelog.py \
-        patches/series; for p in "${series[@]}"; do cat "patches/$p"; done; } |
+        "$LINE_REL/patches/series"; for p in "${series[@]}"; do cat "$LINE_REL/patches/$p"; done; } |
         sha256sum)
 dscname=${PACKAGE}_${debver#*:}.dsc
 dsc=$out/$dscname
@@ -80,9 +86,9 @@ patch -s -p1 -F0 --no-backup-if-mismatch -d "$src" <"$top/packaging/x86only.patc
     die "packaging/x86only.patch does not apply to debian/ of $VERSION; update it (docs/install.md)"
 
 # Our series, after Debian's patches.
-{ echo; echo "# qemu-iobatch: patches/series of qemu-iobatch"; } >>"$src/debian/patches/series"
+{ echo; echo "# qemu-iobatch: $LINE_REL/patches/series of qemu-iobatch"; } >>"$src/debian/patches/series"
 for p in "${series[@]}"; do
-    install -D -m 644 "$top/patches/$p" "$src/debian/patches/iobatch/$p"
+    install -D -m 644 "$LINE_PATCHES/$p" "$src/debian/patches/iobatch/$p"
     echo "iobatch/$p" >>"$src/debian/patches/series"
 done
 
@@ -131,7 +137,7 @@ if ! grep -q "^$PACKAGE ($debver) " "$top/packaging/changelog"; then
         echo "  * qemu-iobatch build between releases (not in packaging/changelog):"
         echo "    the series \"$seriesid\" on Debian's $VERSION"
         echo "    (debian/patches/iobatch/):"
-        for p in "${series[@]}"; do echo "    - $(subject "$top/patches/$p")"; done
+        for p in "${series[@]}"; do echo "    - $(subject "$LINE_PATCHES/$p")"; done
         echo "  * Build profile pkg.qemu.x86only: the x86 system emulators alone."
         echo
         echo " -- $maint  $date"

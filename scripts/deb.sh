@@ -3,7 +3,7 @@
 # build/deb) from the source package of scripts/deb-src.sh, with Debian's own
 # debian/rules and the pkg.qemu.x86only profile: qemu-system-x86,
 # qemu-system-common, qemu-system-gui, qemu-block-extra and qemu-utils (plus
-# their -dbgsym).  The version is base.pin's + "+iobatchN"
+# their -dbgsym).  The version is lines/bookworm/base.pin's + "+iobatchN"
 # (scripts/version.sh; IOBATCH_REV=N overrides N).  Compiles through ccache
 # when it is installed.  Puts the apt preferences file
 # packaging/qemu-iobatch.pref beside the packages and writes the build time

@@ -1,55 +1,75 @@
 #!/bin/bash
-# Fetch the pinned Debian source package (base.pin), verify it and unpack it
-# with Debian's patches applied into build/src/base, as a git repository with
-# a single commit tagged "base".  Idempotent: does nothing when that exists.
+# fetch-base.sh [--download-only]: fetch the pinned Debian source package of
+# the line LINE (lines/LINE/base.pin; scripts/line.sh), verify it and unpack
+# it with Debian's patches applied into the line's build/src/base (bookworm:
+# build/src/base; trixie: build/trixie/src/base), as a git repository with a
+# single commit tagged "base".  Idempotent: does nothing when that exists.
+# With --download-only, downloads and verifies the three files into
+# .cache/download and stops there (nothing is unpacked).
 #
-# apt gets a private configuration under .cache/apt (scripts/apt-src.sh), so
-# the machine's own sources.list (which has no deb-src line on a stock
-# Debian 12) is untouched.
+# apt gets a private configuration under .cache/apt/LINE
+# (scripts/apt-src.sh), so the machine's own sources.list (which has no
+# deb-src line on a stock Debian 12) is untouched.  Whatever apt checked,
+# nothing is unpacked unless the .dsc and both tarballs have the sha256 of
+# the pin.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-. "$top/base.pin"
+. "$top/scripts/line.sh"
+# shellcheck disable=SC1090  # the pin: VAR=value lines
+. "$LINE_PIN"
 cache=$top/.cache
 dl=$cache/download
-src=$top/build/src/base
+src=$LINE_BUILD/src/base
 
 die() { echo "fetch-base: error: $*" >&2; exit 1; }
 
+download_only=0
+case ${1:-} in
+    "") ;;
+    --download-only) download_only=1 ;;
+    *) die "unknown argument '$1'; usage: fetch-base.sh [--download-only]" ;;
+esac
+
 stamp=$src.stamp
-if [ -d "$src/.git" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$VERSION" ]; then
+if [ "$download_only" -eq 0 ] && [ -d "$src/.git" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$VERSION" ]; then
     exit 0
 fi
 
 verify() {
-    (cd "$dl" && sha256sum --quiet -c - ) <<EOF
+    (cd "$dl" && sha256sum --quiet -c - ) <<EOF2
 $DSC_SHA256  $DSC
 $ORIG_SHA256  $ORIG
 $DEBIAN_SHA256  $DEBIAN
-EOF
+EOF2
 }
 
 mkdir -p "$dl"
 if ! verify >/dev/null 2>&1; then
     . "$top/scripts/apt-src.sh"
-    echo "fetch-base: updating the private deb-src index in $APT_DIR"
+    echo "fetch-base: updating the private deb-src index of the $LINE line in $APT_DIR"
     apt_src_update ||
-        die "apt-get update failed (no network, or the archive is unreachable); see $APT_DIR/update.log, then run 'make fetch' again"
-    echo "fetch-base: downloading $PACKAGE=$VERSION"
+        die "apt-get update failed (no network, or the archive is unreachable); see $APT_DIR/update.log, then run 'make fetch$LINE_MAKE' again"
+    echo "fetch-base: downloading $PACKAGE=$VERSION ($LINE_REL/base.pin)"
     (cd "$dl" && apt-get "${APT_OPTS[@]}" -q source --download-only "$PACKAGE=$VERSION") \
         >"$APT_DIR/source.log" 2>&1 ||
-        die "apt-get source $PACKAGE=$VERSION failed; see $APT_DIR/source.log. If the version is gone from the archive, pin a new one in base.pin"
+        die "apt-get source $PACKAGE=$VERSION failed; see $APT_DIR/source.log. If the version is gone from the archive, 'make check-update$LINE_MAKE' finds the newest and moves $LINE_REL/base.pin to it (docs/patch-workflow.md)"
     if ! verify; then
         rm -f "$dl/$DSC" "$dl/$ORIG" "$dl/$DEBIAN"
-        die "checksum mismatch for $PACKAGE=$VERSION (see above); the files were removed. Do not edit base.pin to match unless you meant to change the base"
+        die "checksum mismatch for $PACKAGE=$VERSION against $LINE_REL/base.pin (see above); the files were removed. Run 'make fetch$LINE_MAKE' again to download them again; if it fails the same way, do not edit the pin to match unless you meant to change the base ('make check-update$LINE_MAKE' verifies a new version against the archive's signed index)"
     fi
+fi
+if [ "$download_only" -eq 1 ]; then
+    echo "fetch-base: $PACKAGE $VERSION verified against $LINE_REL/base.pin in $dl"
+    exit 0
 fi
 
 echo "fetch-base: unpacking into $src"
 rm -rf "$src" "$src.tmp" "$stamp"
 mkdir -p "$(dirname "$src")"
-dpkg-source --no-check -x "$dl/$DSC" "$src.tmp" >"$cache/unpack.log" 2>&1 ||
-    die "dpkg-source -x failed; see $cache/unpack.log"
+unpack_log=$src.unpack.log
+dpkg-source --no-check -x "$dl/$DSC" "$src.tmp" >"$unpack_log" 2>&1 ||
+    die "dpkg-source -x failed; see $unpack_log"
 rm -rf "$src.tmp/.pc"
 
 # One commit with fixed identity and date, so that the base commit is the

@@ -2,7 +2,7 @@
 # fuzz-planted.sh: the fuzz run must not hide a crash.  Builds the fork's
 # source with tests/fuzz/planted-crash.patch (a virtio-blk read of sector 0
 # aborts, and so does a notify of a virtqueue that is not set up; the patch
-# is never part of patches/series) into build/planted/fuzz/qemu, runs each
+# is never part of lines/bookworm/patches/series) into build/planted/fuzz/qemu, runs each
 # fuzz target on it with scripts/fuzz.sh for FUZZ_SECONDS (default 30) from
 # an empty corpus and the seeds, and checks that every target failed and
 # that its log shows the planted crash.  One line per target; exit status

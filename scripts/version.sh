@@ -1,13 +1,19 @@
 #!/bin/bash
-# version.sh series|rev|deb|apt: the versions that identify a build of the fork.
+# version.sh series|rev|deb|apt: the versions that identify a build of the
+# fork's line LINE (scripts/line.sh; rev and deb: the bookworm line only, the
+# one with packages so far).
 #   series  "qemu-iobatch, 35 patches, 3f9c2a1b4d5e": the number of patches
-#           in patches/series and the first 12 hex digits of the sha256 of
-#           patches/series followed by those patches, in order.  Needs no git.
+#           in lines/LINE/patches/series and the first 12 hex digits of the
+#           sha256 of that series file followed by those patches, in order.
+#           Needs no git.
 #   rev     N of the Debian package revision +iobatchN: the number of commits
-#           of this repository that changed patches/ or packaging/x86only.patch
-#           (what goes into Debian's source besides base.pin), so that it grows
-#           whenever the series changes.  IOBATCH_REV=N overrides it.
-#   deb     the Debian package version: base.pin's VERSION + "+iobatch" + rev.
+#           of this repository that changed lines/bookworm/patches/ or
+#           packaging/x86only.patch (what goes into Debian's source besides
+#           the pin), so that it grows whenever the series changes.  Before
+#           lines/ the series was in patches/: the commits that changed it
+#           there count too, and a commit that only moved it, every file
+#           unchanged, does not.  IOBATCH_REV=N overrides it.
+#   deb     the Debian package version: the pin's VERSION + "+iobatch" + rev.
 #   apt     the version of the package qemu-iobatch-apt (scripts/apt-pkg.sh):
 #           "1.M", M the number of commits that changed its files
 #           (APT_PATHS); IOBATCH_APT_REV=M overrides M.  Uncommitted changes
@@ -18,21 +24,42 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/scripts/groups.sh"
 die() { echo "version: error: $*" >&2; exit 1; }
-REV_PATHS=(patches packaging/x86only.patch)
+REV_PATHS=("$LINE_REL/patches" ${LINE_PACKAGING:+"${LINE_PACKAGING#"$top"/}"})
 APT_PATHS=(packaging/qemu-iobatch.pref packaging/qemu-iobatch-check packaging/80qemu-iobatch
            packaging/90-qemu-iobatch packaging/qemu-iobatch-apt.control
            packaging/qemu-iobatch-apt.postrm packaging/qemu-iobatch-apt.preinst packaging/maintainer scripts/apt-pkg.sh)
 
 series() {
-    check_series || die "fix patches/series"
+    check_series || die "fix $LINE_REL/patches/series"
     local files=() g
     for g in "${PATCH_GROUPS[@]}"; do
         mapfile -t -O "${#files[@]}" files < <(series_in "$g")
     done
-    [ ${#files[@]} -gt 0 ] || die "patches/series lists no patch"
+    [ ${#files[@]} -gt 0 ] || die "$LINE_REL/patches/series lists no patch"
     local sum
-    sum=$(cd "$top/patches" && cat series "${files[@]}" | sha256sum | cut -c1-12)
+    sum=$(cd "$LINE_PATCHES" && cat series "${files[@]}" | sha256sum | cut -c1-12)
     echo "qemu-iobatch, ${#files[@]} patches, $sum"
+}
+
+# rev_count: the commits that changed the line's series or its packaging
+# patch.  Each commit that git lists for those paths (and the series' former
+# place) counts when the series' tree (wherever it is in that commit) or the
+# packaging patch differs from its parent's: a pure move is no change.
+rev_count() {
+    local old=${LINE_FORMER_PATCHES:-$LINE_REL/patches} pkg=${REV_PATHS[1]:-none}
+    git -C "$top" rev-list HEAD -- "${REV_PATHS[@]}" ${LINE_FORMER_PATCHES:+"$LINE_FORMER_PATCHES"} |
+        awk -v new="$LINE_REL/patches" -v old="$old" -v pkg="$pkg" '{
+            for (r = 0; r < 2; r++) {
+                c = $1 (r ? "^" : "")
+                print c ":" new; print c ":" old; print c ":" pkg
+            } }' |
+        git -C "$top" cat-file --batch-check='%(objectname)' |
+        awk '{ v[NR % 6] = ($NF == "missing") ? "-" : $1 }
+             NR % 6 == 0 {
+                 mine = (v[1] != "-" ? v[1] : v[2]) " " v[3]
+                 parent = (v[4] != "-" ? v[4] : v[5]) " " v[0]
+                 n += (mine != parent) }
+             END { print n + 0 }'
 }
 
 rev() {
@@ -50,7 +77,7 @@ rev() {
     [ -z "$(git -C "$top" status --porcelain -- "${REV_PATHS[@]}")" ] ||
         die "uncommitted changes in ${REV_PATHS[*]}: the package revision would not identify them; commit them first (or set IOBATCH_REV=N by hand)"
     local n
-    n=$(git -C "$top" rev-list --count HEAD -- "${REV_PATHS[@]}")
+    n=$(rev_count)
     [ "$n" -gt 0 ] || die "no commit changed ${REV_PATHS[*]}; $how"
     echo "$n"
 }
@@ -75,8 +102,10 @@ apt_rev() {
 
 case ${1:-} in
     series) series ;;
-    rev) rev ;;
-    deb) VERSION=$(. "$top/base.pin"; echo "$VERSION"); r=$(rev); echo "$VERSION+iobatch$r" ;;
+    rev) line_only bookworm "a Debian package (version.sh rev)"; rev ;;
+    deb) line_only bookworm "a Debian package (version.sh deb)"
+         # shellcheck disable=SC1090  # the pin: VAR=value lines
+         VERSION=$(. "$LINE_PIN"; echo "$VERSION"); r=$(rev); echo "$VERSION+iobatch$r" ;;
     apt) m=$(apt_rev); echo "1.$m" ;;
     *) echo "usage: version.sh series|rev|deb|apt" >&2; exit 2 ;;
 esac

@@ -4,15 +4,16 @@
 Two runs of scripts/check-update.sh, one line per check ("ok NAME",
 "FAIL NAME: why"):
 
-- pinned: against base.pin itself.  With nothing newer in the archive it
+- pinned: against lines/bookworm/base.pin itself.  With nothing newer in the archive it
   must say so and exit 0.  When Debian has published a newer qemu, it must
   report every patch, and the check fails if one needs a refresh.
-- older: against a copy of base.pin that names 1:7.2+dfsg-7, the version
+- older: against a copy of that pin that names 1:7.2+dfsg-7, the version
   bookworm was released with (older than every update), with --pin.  It
   must find the archive's newest version, verify and unpack it, report
-  every patch of patches/series and packaging/x86only.patch, and rewrite
-  the copy to pin that version.  When the newest is base.pin's version,
-  every patch must apply clean and the rewritten copy must equal base.pin.
+  every patch of lines/bookworm/patches/series and packaging/x86only.patch,
+  and rewrite the copy to pin that version.  When the newest is the pinned
+  version, every patch must apply clean and the rewritten copy must equal
+  the pin.
 
 It needs the archive (deb.debian.org), as make fetch does; without it the
 checks fail with check-update's own message.
@@ -47,8 +48,8 @@ def check_update(*args):
 
 
 def expected_patches():
-    with open(os.path.join(TOP, 'patches', 'series'), encoding='utf-8') as f:
-        names = [f'patches/{line.strip()}' for line in f
+    with open(os.path.join(TOP, 'lines/bookworm/patches/series'), encoding='utf-8') as f:
+        names = [f'lines/bookworm/patches/{line.strip()}' for line in f
                  if line.strip() and not line.startswith('#')]
     return names + ['packaging/x86only.patch']
 
@@ -82,7 +83,7 @@ def check_reports(name, out):
 
 
 def main():
-    with open(os.path.join(TOP, 'base.pin'), encoding='utf-8') as f:
+    with open(os.path.join(TOP, 'lines/bookworm/base.pin'), encoding='utf-8') as f:
         pin = f.read()
     pinned = pin_value(pin, 'VERSION')
 
@@ -90,7 +91,7 @@ def main():
     newest = newer_version(out)
     if newest:
         report('pinned/newer-version-reported', True,
-               f'Debian has {newest}: move base.pin (docs/patch-workflow.md)')
+               f'Debian has {newest}: move lines/bookworm/base.pin (docs/patch-workflow.md)')
         check_reports('pinned', out)
     else:
         report('pinned/nothing-newer', rc == 0 and
@@ -101,7 +102,7 @@ def main():
         old = os.path.join(tmp, 'old.pin')
         with open(old, 'w', encoding='utf-8') as f:
             f.write(re.sub(r'^VERSION=.*$', f'VERSION={OLD_VERSION}', pin, flags=re.M))
-        rc, out = check_update('--pin', '--base', old)
+        rc, out = check_update('--line', 'bookworm', '--pin', '--base', old)
         newest = newer_version(out)
         report('older/newer-version-found', bool(newest), f'exit status {rc}')
         if not newest:
@@ -116,7 +117,7 @@ def main():
             unclean = [f'{p} {s}' for p, s in got.items() if s != 'clean']
             report('older/clean-on-the-pinned-base', not unclean, ', '.join(unclean))
             report('older/rewritten-pin-equals-base.pin', rewritten == pin,
-                   '' if rewritten == pin else 'the rewritten pin differs from base.pin')
+                   '' if rewritten == pin else 'the rewritten pin differs from lines/bookworm/base.pin')
     return 1 if failed else 0
 
 

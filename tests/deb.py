@@ -174,12 +174,15 @@ class DebTest:
                               text=True, env=env, check=False)
         if want.returncode != 0:
             raise Fail(f'scripts/version.sh deb: {want.stderr.strip()}')
-        n = sh('git', '-C', TOP, 'rev-list', '--count', 'HEAD', '--', 'patches',
-               'packaging/x86only.patch').stdout.strip()
+        # N as version.sh rev counts it (tests/packaging.py, version-rev,
+        # checks that count against git).
+        n = subprocess.run([f'{TOP}/scripts/version.sh', 'rev'], capture_output=True,
+                           text=True, env=env, check=False).stdout.strip()
         if self.version != want.stdout.strip() or not self.version.endswith(f'+iobatch{n}'):
             raise Fail(f'build/deb is {self.version}; version.sh says {want.stdout.strip()}, '
-                       f'git counts {n} commits: run make deb')
-        return f'{self.version}: N={n}, the commits that changed patches/ or packaging/x86only.patch'
+                       f'N={n}: run make deb')
+        return (f'{self.version}: N={n}, the commits that changed lines/bookworm/patches/ '
+                f'(patches/ before) or packaging/x86only.patch')
 
     def repo(self):
         shutil.rmtree(os.path.dirname(REPO), ignore_errors=True)

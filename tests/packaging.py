@@ -10,10 +10,13 @@ and dpkg status file) in a temporary directory, into which qemu-iobatch-apt
 is unpacked; the repository and its signing key are made there too.  One
 line per check, "ok NAME: what" or "FAIL NAME: why":
 
-- version-*: scripts/version.sh.  The series id counts and hashes
-  patches/series; the package revision N is the number of commits that
-  changed patches/ or packaging/x86only.patch (in a temporary clone: a commit
-  elsewhere keeps N, one to patches/ adds 1 and its version sorts above);
+- version-*: scripts/version.sh, on the bookworm line (the one with
+  packages).  The series id counts and hashes lines/bookworm/patches/series;
+  the package revision N is the number of commits that changed
+  lines/bookworm/patches/ (patches/ before lines/) or packaging/x86only.patch,
+  less the commits that only moved the series there, every file unchanged
+  (in a temporary clone: a commit elsewhere keeps N, one to the series adds
+  1 and its version sorts above);
   uncommitted changes, a shallow clone and a tarball fail with a message that
   says what to do; IOBATCH_REV overrides N.
 - build-version (with --build): qemu-system-x86_64 --version of that build
@@ -106,13 +109,21 @@ def run(cmd, cwd=None, env=None, check=True):
     return r
 
 
-def pinned():
-    with open(os.path.join(TOP, 'base.pin'), encoding='utf-8') as f:
+# The line with packages, its pin and its series; the series was in
+# patches/ before lines/ (FORMER_PATCHES).
+LINE = 'lines/bookworm'
+PIN = f'{LINE}/base.pin'
+PATCHES = f'{LINE}/patches'
+FORMER_PATCHES = 'patches'
+
+
+def pinned(line=LINE):
+    with open(os.path.join(TOP, line, 'base.pin'), encoding='utf-8') as f:
         return re.search(r'^VERSION=(\S+)$', f.read(), re.M).group(1)
 
 
 def series_files(top):
-    with open(os.path.join(top, 'patches', 'series'), encoding='utf-8') as f:
+    with open(os.path.join(top, PATCHES, 'series'), encoding='utf-8') as f:
         return [l.strip() for l in f if l.strip() and not l.startswith('#')]
 
 
@@ -136,7 +147,7 @@ def t_series():
     files = series_files(TOP)
     h = hashlib.sha256()
     for f in ['series'] + files:
-        with open(os.path.join(TOP, 'patches', f), 'rb') as fh:
+        with open(os.path.join(TOP, PATCHES, f), 'rb') as fh:
             h.update(fh.read())
     want = f'qemu-iobatch, {len(files)} patches, {h.hexdigest()[:12]}'
     if got != want:
@@ -144,17 +155,39 @@ def t_series():
     return got
 
 
+def moves_only(top, c):
+    """Commit C of TOP changed the paths of the package revision only by
+    moving the series from patches/ to lines/bookworm/patches/ (git's
+    rename detection: every change an exact rename, R100)."""
+    out = git(top, 'diff', '--name-status', '-M', f'{c}^', c, '--',
+              FORMER_PATCHES, PATCHES, 'packaging/x86only.patch').splitlines()
+    return bool(out) and all(
+        len(f) == 3 and f[0] == 'R100' and f[1].startswith(f'{FORMER_PATCHES}/')
+        and f[2] == f'{PATCHES}/{f[1][len(FORMER_PATCHES) + 1:]}'
+        for f in (line.split('\t') for line in out))
+
+
 def t_rev(clone):
     n = version_sh(clone, 'rev').stdout.strip()
-    want = git(clone, 'rev-list', '--count', 'HEAD', '--', 'patches', 'packaging/x86only.patch')
+    paths = [FORMER_PATCHES, PATCHES, 'packaging/x86only.patch']
+    listed = git(clone, 'rev-list', 'HEAD', '--', *paths).split()
+    # Only a commit that touched both places can be a move.
+    both = set(git(clone, 'rev-list', 'HEAD', '--', FORMER_PATCHES).split()) & \
+        set(git(clone, 'rev-list', 'HEAD', '--', PATCHES).split())
+    moves = [c for c in both if moves_only(clone, c)]
+    if not moves:
+        raise Fail(f'no commit moved {FORMER_PATCHES}/ to {PATCHES}/ in the history')
+    want = str(len(listed) - len(moves))
     if n != want:
-        raise Fail(f'version.sh rev: {n}, want {want} (git rev-list --count)')
+        raise Fail(f'version.sh rev: {n}, want {want} (git rev-list --count of {" ".join(paths)}: '
+                   f'{len(listed)}, less {len(moves)} commit(s) that only moved the series)')
     deb = version_sh(clone, 'deb').stdout.strip()
     if deb != f'{pinned()}+iobatch{n}':
         raise Fail(f'version.sh deb: {deb}, want {pinned()}+iobatch{n}')
     if not deb_gt(deb, f'{pinned()}+b9') or not deb_gt(deb, f'{pinned()}+iobatch1'):
         raise Fail(f'{deb} does not sort above Debian\'s binNMU +b9 and the first package +iobatch1')
-    return f'N={n} (commits that changed patches/ or packaging/x86only.patch), version {deb}'
+    return (f'N={n} (commits that changed {PATCHES}/, {FORMER_PATCHES}/ before, or '
+            f'packaging/x86only.patch; {len(moves)} move(s) {moves[0][:7]} not counted), version {deb}')
 
 
 def commit(clone, path, text, msg):
@@ -170,26 +203,27 @@ def t_rev_grows(clone):
     commit(clone, 'README.md', '\nnot the series\n', 'docs only')
     if int(version_sh(clone, 'rev').stdout) != n0:
         raise Fail('a commit that changed only README.md changed N')
-    commit(clone, 'patches/series', '# a changed series\n', 'series')
+    commit(clone, f'{PATCHES}/series', '# a changed series\n', 'series')
     n1 = int(version_sh(clone, 'rev').stdout)
     v1 = version_sh(clone, 'deb').stdout.strip()
     s1 = version_sh(clone, 'series').stdout.strip()
     if n1 != n0 + 1:
-        raise Fail(f'after a commit to patches/series N is {n1}, want {n0 + 1}')
+        raise Fail(f'after a commit to {PATCHES}/series N is {n1}, want {n0 + 1}')
     if not deb_gt(v1, v0):
         raise Fail(f'{v1} does not sort above {v0}: apt would not upgrade')
     if s1 == s0:
-        raise Fail(f'the series id did not change with patches/series: {s1}')
-    return f'README.md commit: N stays {n0}; patches/ commit: N {n1}, {v1} > {v0}; series id {s1[-12:]}'
+        raise Fail(f'the series id did not change with {PATCHES}/series: {s1}')
+    return (f'README.md commit: N stays {n0}; {PATCHES}/ commit: N {n1}, {v1} > {v0}; '
+            f'series id {s1[-12:]}')
 
 
 def t_rev_uncommitted(clone):
-    with open(os.path.join(clone, 'patches', 'series'), 'a', encoding='utf-8') as f:
+    with open(os.path.join(clone, PATCHES, 'series'), 'a', encoding='utf-8') as f:
         f.write('# uncommitted\n')
     try:
         r = version_sh(clone, 'rev', check=False)
         if r.returncode == 0 or 'uncommitted' not in r.stderr or 'commit' not in r.stderr:
-            raise Fail(f'with patches/series changed, version.sh rev exited {r.returncode}: '
+            raise Fail(f'with {PATCHES}/series changed, version.sh rev exited {r.returncode}: '
                        f'{(r.stdout + r.stderr).strip()!r}')
         o = version_sh(clone, 'rev', env={'IOBATCH_REV': '9'}).stdout.strip()
         if o != '9':
@@ -198,7 +232,7 @@ def t_rev_uncommitted(clone):
         if bad.returncode == 0:
             raise Fail('IOBATCH_REV=0 accepted')
     finally:
-        git(clone, 'checkout', '-q', '--', 'patches/series')
+        git(clone, 'checkout', '-q', '--', f'{PATCHES}/series')
     return f'refused: {r.stderr.strip()[:90]}...; IOBATCH_REV=9 gives 9, 0 refused'
 
 
@@ -273,7 +307,7 @@ def t_deb_src_metadata(tmp):
     debver = version_sh(TOP, 'deb', env={'IOBATCH_REV': str(n + 1)}).stdout.strip()
     with open(os.path.join(TOP, 'packaging/maintainer'), encoding='utf-8') as f:
         maint = f.read().strip()
-    with open(os.path.join(TOP, 'base.pin'), encoding='utf-8') as f:
+    with open(os.path.join(TOP, PIN), encoding='utf-8') as f:
         pin = dict(re.findall(r'^(\w+)=(\S+)$', f.read(), re.M))
     dl = os.path.join(TOP, '.cache', 'download')
     with open(f'{dl}/{pin["DSC"]}', encoding='utf-8') as f:

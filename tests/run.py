@@ -13,7 +13,7 @@ the QEMU unit tests; the block-related x86_64 qtests; qemu-iotests
 group "quick" (plus the tests named in EXTRA_IOTESTS) for raw and qcow2 in
 each aio mode; the guest end-to-end tests of tests/guest; Debian's libvirt
 running the build's QEMU (tests/libvirt.py); make check-update against the
-archive, with base.pin and an older pin (tests/check-update.py); the unit
+archive, for each line with its pin and an older one (tests/check-update.py); the unit
 tests and the virtio-blk and virtio-scsi qtests on the fork built with the
 debug check of deferred calls (build/dbg, suite debug).  With
 --base, the hostile driver and the guest soak also run on the unpatched
@@ -696,8 +696,8 @@ def run_packaging(build, res):
 
 
 def run_check_update(res):
-    """tests/check-update.py: make check-update against the archive, with
-    base.pin and with an older pin."""
+    """tests/check-update.py: make check-update against the archive, for
+    each line with its pin and with an older pin."""
     log('== make check-update (tests/check-update.py)')
     want = ['older/newer-version-found', 'older/verified-and-unpacked',
             'older/every-patch-reported', 'older/series-applies',
