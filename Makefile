@@ -9,7 +9,8 @@
 
 # The line of the fork to work on: a directory of lines/ with its base.pin
 # and patches/ (scripts/line.sh).  bookworm (QEMU 7.2) is the default and
-# the only line with builds, tests and packages so far.
+# the only line with builds, tests and packages so far; the trixie line
+# (QEMU 10.0) has its pin and an empty series.
 LINE ?= bookworm
 LINES := $(patsubst lines/%/base.pin,%,$(wildcard lines/*/base.pin))
 ifeq ($(filter $(LINE),$(LINES)),)
@@ -60,9 +61,9 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 ##@ Help
 help: ## this list (also 'make' alone)
 	@echo 'qemu-iobatch: Debian 12'"'"'s QEMU 7.2 with an I/O batching series (README.md).'
-	@echo 'LINE=NAME (default bookworm) selects the line of lines/ that fetch, tree,'
-	@echo 'export, check-patches and check-update work on; the others are the bookworm'
-	@echo 'line'"'"'s so far.'
+	@echo 'LINE=bookworm (the default) or LINE=trixie selects the line of lines/ that'
+	@echo 'fetch, tree, export, check-patches and check-update work on; the others are'
+	@echo 'the bookworm line'"'"'s so far.'
 	@echo 'Targets marked [root] install missing Debian packages with apt-get as root (as'
 	@echo 'another user they print the apt-get line and stop); [host] ones change this'
 	@echo 'host beyond packages.'
