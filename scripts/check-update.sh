@@ -66,8 +66,9 @@ verdict() { echo "check-update: $LINE: $*"; }
 
 base=${base:-$LINE_PIN}
 [ -f "$base" ] || die "no pin file $base"
-PACKAGE=$(. "$base"; echo "$PACKAGE")
-PINNED=$(. "$base"; echo "$VERSION")
+PACKAGE=$(. "$base"; echo "${PACKAGE:-}")
+PINNED=$(. "$base"; echo "${VERSION:-}")
+[ -n "$PACKAGE" ] && [ -n "$PINNED" ] || die "$base has no PACKAGE= or no VERSION= line"
 check_series || die "fix $LINE_REL/patches/series"
 
 echo "check-update: asking the archive for $PACKAGE in ${LINE_SUITES[*]/%/,} $LINE_SECURITY_SUITE"
@@ -169,7 +170,9 @@ DEBIAN_SHA256=$(sha "$deb")
 EOF
     mv "$work/pin" "$base"
     mkdir -p "$top/.cache/download"
-    cp "$work/dl/$dsc" "$work/dl/$orig" "$work/dl/$deb" "$top/.cache/download/"
+    for f in "$dsc" "$orig" "$deb"; do   # not those linked from there above
+        [ "$work/dl/$f" -ef "$top/.cache/download/$f" ] || cp "$work/dl/$f" "$top/.cache/download/"
+    done
     if [ "$LINE" = "$DEFAULT_LINE" ]; then
         echo "check-update: $(basename "$base") now pins $newest; next: make fork test, then commit it"
     else

@@ -18,6 +18,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/scripts/line.sh"
 # shellcheck disable=SC1090  # the pin: VAR=value lines
 . "$LINE_PIN"
+for key in PACKAGE VERSION DSC DSC_SHA256 ORIG ORIG_SHA256 DEBIAN DEBIAN_SHA256; do
+    [ -n "${!key:-}" ] || { echo "fetch-base: error: $LINE_REL/base.pin has no $key=" >&2; exit 1; }
+done
 cache=$top/.cache
 dl=$cache/download
 src=$LINE_BUILD/src/base

@@ -697,11 +697,17 @@ def run_packaging(build, res):
 
 def run_check_update(res):
     """tests/check-update.py: make check-update against the archive, for
-    each line with its pin and with an older pin."""
+    each line with its pin and with an older pin, one line failing beside
+    the other, and make fetch refusing a pin whose sha256 is wrong."""
     log('== make check-update (tests/check-update.py)')
-    want = ['older/newer-version-found', 'older/verified-and-unpacked',
-            'older/every-patch-reported', 'older/series-applies',
-            'older/pin-rewritten']
+    lines = sorted(d for d in os.listdir(f'{TOP}/lines')
+                   if os.path.isfile(f'{TOP}/lines/{d}/base.pin'))
+    want = ['every-line/verdicts', 'per-line/one-line-fails']
+    for line in lines:
+        want += [f'{line}/older/newer-version-found', f'{line}/older/verified-and-unpacked',
+                 f'{line}/older/every-patch-reported', f'{line}/older/series-applies',
+                 f'{line}/older/pin-rewritten', f'fetch/{line}/verified',
+                 f'fetch/{line}/refuses-wrong-sha256']
     run_reported([sys.executable, f'{TOP}/tests/check-update.py'],
                  r'^(ok|FAIL) (\S+?)(?:: (.*))?$', want, 1800, 'check-update', res)
 
