@@ -10,7 +10,8 @@
 # The line of the fork to work on: a directory of lines/ with its base.pin
 # and patches/ (scripts/line.sh).  bookworm (QEMU 7.2) is the default and
 # the only line with builds, tests and packages so far; the trixie line
-# (QEMU 10.0) has its pin and an empty series.
+# (QEMU 10.0) has its pin and an empty series, and its base build is
+# 'make upstream'.
 LINE ?= bookworm
 LINES := $(patsubst lines/%/base.pin,%,$(wildcard lines/*/base.pin))
 ifeq ($(filter $(LINE),$(LINES)),)
@@ -23,7 +24,7 @@ LINE_TARGETS := help fetch tree export check-patches check-update upstream deps 
 	clean distclean check-links vblk-load
 ifneq ($(LINE),bookworm)
 ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
-$(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)))
+$(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)), and make upstream for its base build)
 endif
 endif
 
@@ -208,14 +209,17 @@ run: bench ## [root] set up, build both, run the quick benchmark (make bench)
 profile: build vblk-load ## [root] where the IOThread's CPU goes, base against fork (perf)
 	python3 bench/profile.py $(PROFILEFLAGS)
 
-# A comparison build of Debian's newest upstream QEMU 10.0 (trixie), with
-# scripts/build.sh's line for 10.x (that of base and fork less the 7.2-only
-# --with-git-submodules=ignore) plus --disable-install-blobs, in
-# build/upstream: about 25 minutes on 2 cores, so not part of 'make run';
-# once it is built, 'make bench BENCHFLAGS=--upstream' adds it (bench/run.py
-# stops and says to run 'make upstream' when it is missing).  The suite
-# "configure" of make test checks that line against 10.0's configure.
-upstream: deps ## [root] comparison build of Debian's QEMU 10.0 in build/upstream (~25 min)
+# The trixie line's base build: Debian trixie's QEMU 10.0 as pinned in
+# lines/trixie/base.pin (fetched and verified as make fetch does, into
+# build/trixie/src/base), with scripts/build.sh's line for 10.x (that of base
+# and fork less the 7.2-only --with-git-submodules=ignore) plus
+# --disable-install-blobs and --disable-werror (scripts/upstream.sh says
+# why), in build/upstream: about 25 minutes on 2 cores,
+# so not part of 'make run'; once it is built, 'make bench
+# BENCHFLAGS=--upstream' adds it (bench/run.py stops and says to run 'make
+# upstream' when it is missing).  The suite "configure" of make test checks
+# that line against 10.0's configure.
+upstream: deps ## [root] the trixie line's pinned base, Debian's QEMU 10.0, in build/upstream (~25 min)
 	scripts/upstream.sh
 
 ##@ Work on the series (docs/patch-workflow.md)

@@ -19,8 +19,9 @@ pass under strace counts QEMU's syscalls per request.  Writes DIR/bench.json
 The default (quick) mode takes 5-8 minutes (`make bench`); --full covers the
 matrix of docs/benchmarks.md and takes 1.5-4 hours.
 
---upstream adds build/upstream (`make upstream`: Debian's QEMU 10.0, built
-with the same configure line) to the builds; the report then sets every
+--upstream adds build/upstream (`make upstream`: the trixie line's base,
+Debian trixie's QEMU 10.0 as pinned in lines/trixie/base.pin, built with
+the same configure line) to the builds; the report then sets every
 other build's ratio to it beside its ratio to the first build, and gives
 each build's CPU per request of each thread.  That QEMU has none of the
 fork's counters (x-query-virtio-queue-stats): the report says so.
@@ -1138,7 +1139,8 @@ def main() -> None:
                          'properties, comma-separated, e.g. '
                          'base fork first=fork:x-notify=first')
     ap.add_argument('--upstream', action='store_true',
-                    help='add build/upstream (make upstream: Debian\'s QEMU 10.0) to --builds; '
+                    help='add build/upstream (make upstream: the trixie line\'s pinned base, '
+                         'Debian\'s QEMU 10.0) to --builds; '
                          'the report then gives every build against it too')
     ap.add_argument('--kick', choices=('async', 'sync', 'eventfd'), default='async',
                     help='vblk-load --kick: async (default) does not wait for QEMU\'s main '

@@ -1,43 +1,52 @@
 #!/bin/bash
 # upstream.sh [--fetch-only | --print-configure | --configure-only NAME]:
-# a comparison build of upstream QEMU 10.0 as Debian ships it, in
-# build/upstream (make upstream).  Not part of the fork: nothing of it is
-# ever committed, and no patch of ours is applied to it.  bench/run.py
-# --builds ... upstream and bench/profile.py measure it beside base and fork.
+# the trixie line's base build, in build/upstream (make upstream): Debian
+# trixie's QEMU 10.0 as pinned in lines/trixie/base.pin, unpatched.  No patch
+# of ours is applied to it; bench/run.py --upstream (or --builds ...
+# upstream) and bench/profile.py measure it beside base and fork, and it is
+# the stock 10.0 that the trixie line's fork will be measured against.
 #
-# What it fetches, through a private apt configuration under
-# .cache/upstream/apt (the machine's own sources and apt cache are untouched,
-# as in scripts/apt-src.sh):
-#   - the newest qemu source package of the UPSTREAM_SERIES (default 10.0)
-#     in trixie or trixie-security;
-#   - trixie's meson .deb, unpacked with dpkg-deb -x under .cache/upstream
-#     and put first in PATH/PYTHONPATH for this build only (10.0 needs
-#     meson >= 1.5; bookworm has 1.0.1).  Nothing is installed.
-#
-# What is trusted, exactly as with apt-get source: the Debian archive keys in
+# What it fetches:
+#   - the pinned source, by scripts/fetch-base.sh with LINE=trixie, exactly
+#     as 'make fetch LINE=trixie' does (the code path of the bookworm pin):
+#     apt-get source through the line's private apt configuration
+#     (.cache/apt/trixie), the .dsc and both tarballs checked against the
+#     pin's sha256, unpacked into build/trixie/src/base (a git tree, tag
+#     "base"; nothing is unpacked on a mismatch);
+#   - trixie's meson .deb, through a private apt configuration of its own
+#     under .cache/upstream/apt (binary packages of trixie and
+#     trixie-security), unpacked with dpkg-deb -x under .cache/upstream and
+#     put first in PATH/PYTHONPATH for this build only (10.0 needs meson >=
+#     1.5; bookworm has 1.0.1).  Nothing is installed.  The meson is the
+#     newest of trixie when first fetched; UPSTREAM_REFRESH=1 asks the
+#     archive again.
+# The machine's own apt sources and cache are untouched.  What is trusted
+# for the meson, as with apt-get source: the Debian archive keys in
 # /usr/share/keyrings/debian-archive-keyring.gpg (package
-# debian-archive-keyring).  apt-get update checks the signature of each
-# suite's InRelease with them and the Sources/Packages indices against its
-# hashes; apt-get source and apt-get download then check every downloaded
-# file against the SHA256 of those indices and fail on a mismatch.  The .dsc's
-# own OpenPGP signature (a maintainer's key) is not checked: no keyring for
-# it is installed, so dpkg-source runs with --no-check, as in fetch-base.sh.
-# There is no pin: "newest" moves with the archive.  The version and the
-# sha256 of each file used are written to build/upstream.version, which the
-# benchmark reports quote.  Once fetched, the archive is asked again only
-# with UPSTREAM_REFRESH=1.
+# debian-archive-keyring); apt-get update checks each suite's InRelease with
+# them and the Packages index against its hashes, and apt-get download
+# checks the .deb against the index.  The version and the sha256 of each
+# file used are written to build/upstream.version.
 #
-# The build uses scripts/build.sh, so its configure line is build.sh's line
-# for a 10.x tree (that of base and fork without the 7.2-only
-# --with-git-submodules=ignore), plus --disable-install-blobs: the +ds source
-# has no firmware, and 10.0's meson setup fails on the missing files
-# otherwise (Debian's own build passes it too); scripts/firmware.sh links
-# Debian's firmware in, as for base and fork.  About 25 minutes on 2 cores,
-# cold.
+# The build uses scripts/build.sh (with LINE=trixie, so that --version names
+# the pinned Debian version: "Debian 1:10.0.x+ds-..., unpatched"), so its
+# configure line is build.sh's line for a 10.x tree (that of base and fork
+# without the 7.2-only --with-git-submodules=ignore), plus:
+#   --disable-install-blobs  the +ds source has no firmware, and 10.0's
+#                            meson setup fails on the missing files
+#                            otherwise (Debian's own build passes it too);
+#                            scripts/firmware.sh links Debian's firmware in,
+#                            as for base and fork;
+#   --disable-werror         the source is a git tree (fetch-base.sh), and
+#                            10.0's configure turns -Werror on by default
+#                            for a git checkout on Linux; the 7.2 builds and
+#                            the unpinned tree that make upstream built
+#                            before lines/ had no -Werror either.
+# About 25 minutes on 2 cores, cold.
 #
 # The other modes build nothing; each fetches first if needed (about 15 s
 # and 80 MB on a fresh clone, nothing once cached):
-#   --fetch-only         the source in build/src/upstream and the meson.
+#   --fetch-only         the source in build/trixie/src/base and the meson.
 #   --print-configure    the configure arguments of build/upstream, one per
 #                        line (scripts/build.sh --print-configure).
 #   --configure-only NAME
@@ -48,12 +57,13 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-series=${UPSTREAM_SERIES:-10.0}
+export LINE=trixie
+. "$top/scripts/line.sh"
 cache=$top/.cache/upstream
 apt_dir=$cache/apt
 dl=$cache/download
 mesondir=$cache/meson
-src=$top/build/src/upstream
+src=$LINE_BUILD/src/base
 info=$top/build/upstream.version
 
 die() { echo "upstream: error: $*" >&2; exit 1; }
@@ -80,6 +90,13 @@ done
 [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||
     die "/usr/share/keyrings/debian-archive-keyring.gpg is missing; run 'make deps' (debian-archive-keyring)"
 
+# The pinned source: fetched and verified as 'make fetch LINE=trixie' does.
+"$top/scripts/fetch-base.sh" ||
+    die "the trixie line's pinned source could not be fetched (above); run 'make upstream' again once that is fixed"
+# shellcheck disable=SC1090  # the pin: VAR=value lines
+. "$LINE_PIN"
+qemu_version=$VERSION
+
 apt_opts=(-o "Dir::State::Lists=$apt_dir/lists"
           -o "Dir::Cache=$apt_dir/cache"
           -o "Dir::Etc::SourceParts=$apt_dir/parts"
@@ -88,23 +105,24 @@ apt_opts=(-o "Dir::State::Lists=$apt_dir/lists"
           -o "Dir::Etc::Preferences=/dev/null"
           -o "APT::Sandbox::User=root")
 
-fetch() {
+fetch_meson() {
     mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" \
              "$apt_dir/parts" "$apt_dir/prefs" "$dl"
-    cat >"$apt_dir/parts/trixie.sources" <<'SOURCES'
-Types: deb deb-src
+    rm -f "$apt_dir/parts/trixie.sources"   # with deb-src, before lines/
+    cat >"$apt_dir/parts/trixie-meson.sources" <<'SOURCES'
+Types: deb
 URIs: http://deb.debian.org/debian
 Suites: trixie trixie-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
-Types: deb deb-src
+Types: deb
 URIs: http://deb.debian.org/debian-security
 Suites: trixie-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
-    echo "upstream: updating the private trixie index in $apt_dir"
+    echo "upstream: updating the private trixie index of binary packages in $apt_dir"
     apt-get "${apt_opts[@]}" -q update >"$apt_dir/update.log" 2>&1 ||
         die "apt-get update failed (no network, or the archive is unreachable); see $apt_dir/update.log, then run 'make upstream' again"
     # A signature that does not verify is only a warning to apt-get update
@@ -113,50 +131,27 @@ SOURCES
         grep -E '^(W|E):' "$apt_dir/update.log" >&2
         die "the trixie index did not verify (see above); update debian-archive-keyring ('apt-get install debian-archive-keyring') and run 'make upstream' again"
     fi
-
-    # The newest source version of the series, by Debian's version order.
-    local v best=
-    while read -r v; do
-        case $v in
-            *:"$series".*|"$series".*) ;;
-            *) continue ;;
-        esac
-        if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then best=$v; fi
-    done < <(apt-cache "${apt_opts[@]}" showsrc qemu 2>/dev/null | sed -n 's/^Version: //p')
-    [ -n "$best" ] ||
-        die "no qemu $series.x source package in trixie or trixie-security (see $apt_dir/update.log); set UPSTREAM_SERIES to a series the archive has"
-    qemu_version=$best
-
     meson_version=$(apt-cache "${apt_opts[@]}" policy meson | sed -n 's/^ *Candidate: //p')
     if [ -z "$meson_version" ] || [ "$meson_version" = "(none)" ]; then
         die "no meson binary package in trixie's index (see $apt_dir/update.log)"
     fi
-
-    echo "upstream: downloading qemu=$qemu_version (source) and meson=$meson_version (.deb)"
-    (cd "$dl" && apt-get "${apt_opts[@]}" -q source --download-only "qemu=$qemu_version") \
-        >"$apt_dir/source.log" 2>&1 ||
-        die "apt-get source qemu=$qemu_version failed (a file that does not match the archive's index fails here too); see $apt_dir/source.log"
+    echo "upstream: downloading meson=$meson_version (.deb)"
     (cd "$dl" && apt-get "${apt_opts[@]}" -q download "meson=$meson_version") \
         >"$apt_dir/download.log" 2>&1 ||
         die "apt-get download meson=$meson_version failed; see $apt_dir/download.log"
 }
 
-# Ask the archive again only when something is missing or UPSTREAM_REFRESH=1
-# (then a newer 10.0 upload replaces the source and the build reconfigures).
-if [ -z "${UPSTREAM_REFRESH:-}" ] && [ -f "$src/VERSION" ] && [ -f "$src.stamp" ] &&
-   [ -f "$mesondir.stamp" ] && [ -f "$info" ]; then
-    qemu_version=$(cat "$src.stamp") meson_version=$(cat "$mesondir.stamp")
-    echo "upstream: have qemu $qemu_version (UPSTREAM_REFRESH=1 asks the archive for a newer one)"
-else
-    fetch
+# Ask the archive for a meson only when there is none yet, or with
+# UPSTREAM_REFRESH=1 (a newer one then makes the build reconfigure).
+meson_version=$(cat "$mesondir.stamp" 2>/dev/null || true)
+if [ -n "${UPSTREAM_REFRESH:-}" ] || [ -z "$meson_version" ] ||
+   [ ! -f "$dl/meson_${meson_version#*:}_all.deb" ]; then
+    fetch_meson
 fi
-noepoch=${qemu_version#*:}
-dsc=$dl/qemu_$noepoch.dsc
-[ -f "$dsc" ] || die "apt-get source left no $dsc; see $apt_dir/source.log"
 meson_deb=$(ls "$dl"/meson_"${meson_version#*:}"_all.deb 2>/dev/null) ||
     die "apt-get download left no meson_${meson_version#*:}_all.deb in $dl"
 
-if [ "$(cat "$mesondir.stamp" 2>/dev/null)" != "$meson_version" ]; then
+if [ "$(cat "$mesondir.stamp" 2>/dev/null)" != "$meson_version" ] || [ ! -x "$mesondir/usr/bin/meson" ]; then
     rm -rf "$mesondir"
     dpkg-deb -x "$meson_deb" "$mesondir" || die "dpkg-deb -x $meson_deb failed"
     echo "$meson_version" >"$mesondir.stamp"
@@ -165,28 +160,22 @@ if [ ! -x "$mesondir/usr/bin/meson" ] || [ ! -d "$mesondir/usr/lib/python3/dist-
     die "$meson_deb has no usr/bin/meson or mesonbuild; remove $mesondir and run 'make upstream' again"
 fi
 
-if [ "$(cat "$src.stamp" 2>/dev/null)" != "$qemu_version" ] || [ ! -f "$src/VERSION" ]; then
-    echo "upstream: unpacking qemu $qemu_version into $src"
-    rm -rf "$src" "$src.tmp" "$src.stamp"
-    mkdir -p "$(dirname "$src")"
-    dpkg-source --no-check -x "$dsc" "$src.tmp" >"$cache/unpack.log" 2>&1 ||
-        die "dpkg-source -x $dsc failed; see $cache/unpack.log"
-    mv "$src.tmp" "$src"
-    echo "$qemu_version" >"$src.stamp"
-fi
-
+mkdir -p "$(dirname "$info")"
 {
-    echo "qemu $qemu_version (QEMU $(cat "$src/VERSION")) from trixie/trixie-security, built with meson $meson_version"
-    mapfile -t orig < <(sed -n '/^Checksums-Sha256:/,/^[^ ]/s/^ [0-9a-f]* [0-9]* //p' "$dsc")
-    (cd "$dl" && sha256sum "$(basename "$dsc")" "${orig[@]}" "$(basename "$meson_deb")")
+    echo "qemu $qemu_version (QEMU $(cat "$src/VERSION")) pinned in $LINE_REL/base.pin, built with meson $meson_version from trixie"
+    (cd "$top/.cache/download" && sha256sum "$DSC" "$ORIG" "$DEBIAN")
+    (cd "$dl" && sha256sum "$(basename "$meson_deb")")
 } >"$info.tmp"
 mv "$info.tmp" "$info"
+if [ -e "$top/build/src/upstream" ]; then
+    echo "upstream: note: build/src/upstream, the unpinned source that make upstream used before lines/, is no longer used; 'rm -rf build/src/upstream build/src/upstream.stamp build/src/qemu_10.0.*.orig.tar.*' frees its space"
+fi
 
 # build.sh with trixie's meson and the options of this build, in every mode.
 build_sh() {
     PATH=$mesondir/usr/bin:$PATH \
     PYTHONPATH=$mesondir/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH} \
-    CONFIGURE_EXTRA="--disable-install-blobs ${CONFIGURE_EXTRA:-}" \
+    CONFIGURE_EXTRA="--disable-install-blobs --disable-werror ${CONFIGURE_EXTRA:-}" \
         "$top/scripts/build.sh" "$@"
 }
 case $mode in
@@ -197,7 +186,7 @@ case $mode in
     configure) build_sh --configure-only "$check_name" "$src"; exit 0 ;;
 esac
 
-echo "upstream: building QEMU $(cat "$src/VERSION") with meson $meson_version into build/upstream"
+echo "upstream: building QEMU $(cat "$src/VERSION") ($qemu_version, $LINE_REL/base.pin) with meson $meson_version into build/upstream"
 start=$SECONDS
 build_sh upstream "$src"
 echo "upstream: build/upstream ready in $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s ($(head -n 1 "$info"))"

@@ -8,9 +8,11 @@ Issue 36: build.sh gave QEMU 10.0 the 7.2 line, 10.0's configure rejected
 --with-git-submodules=ignore, and only a 25-minute 'make upstream' found out.
 One line per check, "ok NAME: what" or "FAIL NAME: why and what to do":
 
-- fetch-upstream: scripts/upstream.sh --fetch-only (Debian's QEMU 10.0
-  source and trixie's meson, cached under .cache/upstream and
-  build/src/upstream; about 15 s and 80 MB on a fresh clone).
+- fetch-upstream: scripts/upstream.sh --fetch-only (the trixie line's
+  pinned QEMU 10.0 source, lines/trixie/base.pin, fetched and verified as
+  make fetch LINE=trixie does into build/trixie/src/base, and trixie's
+  meson, cached under .cache/upstream; about 15 s and 80 MB on a fresh
+  clone).
 - options:upstream, options:base: every option of the line that a build
   would use (scripts/upstream.sh --print-configure, scripts/build.sh
   --print-configure base build/src/base) is one that the tree's
@@ -152,7 +154,7 @@ def main():
                     help="check the options against 'configure --help' only; "
                          "do not run 10.0's configure")
     args = ap.parse_args()
-    src = f'{TOP}/build/src/upstream'
+    src = f'{TOP}/build/trixie/src/base'   # the trixie line's base (scripts/line.sh)
 
     t0 = time.monotonic()
     r = run([f'{TOP}/scripts/upstream.sh', '--fetch-only'], timeout=900)

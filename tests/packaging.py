@@ -20,7 +20,8 @@ line per check, "ok NAME: what" or "FAIL NAME: why":
   uncommitted changes, a shallow clone and a tarball fail with a message that
   says what to do; IOBATCH_REV overrides N.
 - build-version (with --build): qemu-system-x86_64 --version of that build
-  names it: the series id for build/fork, "unpatched" for build/base.
+  names it: the series id for build/fork, "unpatched" for build/base and
+  for build/upstream (with the trixie line's pinned version).
 - install-*: make install and make uninstall (scripts/install.sh) on a
   stand-in build, into a DESTDIR: the default prefix is /opt/qemu-iobatch;
   install copies the five programs and the data (linked firmware as files,
@@ -271,6 +272,8 @@ def t_build_version(build):
         want = f'({version_sh(TOP, "series").stdout.strip()} on Debian {pinned()})'
     elif name == 'base':
         want = f'(Debian {pinned()}, unpatched)'
+    elif name == 'upstream':
+        want = f'(Debian {pinned("lines/trixie")}, unpatched)'
     elif name == 'tree':
         want = f'(qemu-iobatch development tree on Debian {pinned()})'
     else:
