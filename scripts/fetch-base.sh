@@ -80,7 +80,12 @@ rm -rf "$src.tmp/.pc"
 export GIT_AUTHOR_NAME="Debian QEMU Team" GIT_AUTHOR_EMAIL="pkg-qemu-devel@lists.alioth.debian.org"
 export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
 export GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z"
+# No automatic gc: the commit's tens of thousands of loose objects would
+# start one in the background, still packing them when the directory is
+# renamed below and the fork's tree is cloned from it (once seen:
+# "fatal: failed to copy file to .../objects/..").
 git -C "$src.tmp" init -q -b debian
+git -C "$src.tmp" config gc.auto 0
 git -C "$src.tmp" add -A -f .
 git -C "$src.tmp" commit -q --no-verify -m "Debian $PACKAGE $VERSION (unpacked, Debian patches applied)"
 git -C "$src.tmp" tag base
