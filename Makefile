@@ -21,7 +21,7 @@ export LINE
 # The targets that work on any line (or on none); with another LINE than
 # bookworm, make stops before it runs anything else.
 LINE_TARGETS := help fetch tree export check-patches check-update upstream deps \
-	clean distclean check-links vblk-load
+	clean distclean check-links vblk-load tree-build
 ifneq ($(LINE),bookworm)
 ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
 $(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)), and make upstream for its base build)
@@ -237,9 +237,15 @@ check-patches: fetch ## [root] the line's series applies, checkpatch.pl, Signed-
 check-bisect: fetch ## [root] every prefix of the series builds and passes the unit tests
 	scripts/check-bisect.sh
 
-# The developer tree of 'make tree', built as it is into build/tree.
-tree-build: ## build tree/ as it is into build/tree
+# The developer tree of 'make tree', built as it is into build/tree
+# (LINE=trixie: tree-trixie/ into build/trixie-tree, configured as make
+# upstream configures stock 10.0).
+tree-build: ## build tree/ as it is into build/tree (LINE=trixie: tree-trixie/ into build/trixie-tree)
+ifeq ($(LINE),bookworm)
 	scripts/build.sh tree tree
+else
+	scripts/upstream.sh --build $(LINE)-tree tree-$(LINE)
+endif
 
 test-tree: tree-build ## [root] the test suites on build/tree
 	$(call build-all,tree)

@@ -90,7 +90,7 @@ base_version=$(. "$LINE_PIN"; echo "$VERSION")
 case $name in
     base|upstream) pkgversion="Debian $base_version, unpatched" ;;
     fork) pkgversion="$("$top/scripts/version.sh" series) on Debian $base_version" ;;
-    tree) pkgversion="qemu-iobatch development tree on Debian $base_version" ;;
+    tree|*-tree) pkgversion="qemu-iobatch development tree on Debian $base_version" ;;
     *) pkgversion="" ;;
 esac
 pkgversion=${PKGVERSION-$pkgversion}

@@ -1,5 +1,6 @@
 #!/bin/bash
-# upstream.sh [--fetch-only | --print-configure | --configure-only NAME]:
+# upstream.sh [--fetch-only | --print-configure | --configure-only NAME |
+# --build NAME SRCDIR]:
 # the trixie line's base build, in build/upstream (make upstream): Debian
 # trixie's QEMU 10.0 as pinned in lines/trixie/base.pin, unpatched.  No patch
 # of ours is applied to it; bench/run.py --upstream (or --builds ...
@@ -79,7 +80,18 @@ case ${1:-} in
         [ "$check_name" != upstream ] ||
             die "--configure-only upstream would replace build/upstream; give another NAME"
         ;;
-    *) die "unknown argument '$1'; usage: upstream.sh [--fetch-only | --print-configure | --configure-only NAME]" ;;
+    --build)
+        # Another 10.0 tree (the trixie line's tree-trixie/, make
+        # tree-build LINE=trixie) built exactly as upstream is, into
+        # build/NAME
+        mode=other
+        other_name=${2:?usage: upstream.sh --build NAME SRCDIR}
+        other_src=${3:?usage: upstream.sh --build NAME SRCDIR}
+        [ "$other_name" != upstream ] ||
+            die "--build upstream would replace build/upstream with another tree; give another NAME"
+        [ -f "$other_src/VERSION" ] || die "$other_src is not a QEMU source tree (no VERSION)"
+        ;;
+    *) die "unknown argument '$1'; usage: upstream.sh [--fetch-only | --print-configure | --configure-only NAME | --build NAME SRCDIR]" ;;
 esac
 # --print-configure: only the arguments on stdout, the rest on stderr.
 if [ "$mode" = print ]; then exec 3>&1 1>&2; fi
@@ -184,6 +196,10 @@ case $mode in
         exit 0 ;;
     print) build_sh --print-configure upstream "$src" >&3; exit 0 ;;
     configure) build_sh --configure-only "$check_name" "$src"; exit 0 ;;
+    other)
+        echo "upstream: building $other_src (QEMU $(cat "$other_src/VERSION")) as build/upstream is built, into build/$other_name"
+        build_sh "$other_name" "$other_src"
+        exit 0 ;;
 esac
 
 echo "upstream: building QEMU $(cat "$src/VERSION") ($qemu_version, $LINE_REL/base.pin) with meson $meson_version into build/upstream"
