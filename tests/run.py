@@ -460,11 +460,12 @@ def run_reported(cmd, pattern, want, timeout, suite, res, env=None, started=None
         res.add(suite, name, 'fail', f'exit status {rc}, no test failed')
 
 
-def chaos_names(vdir, configs):
-    """What chaos.sh must report: test-image, every case in each of its
-    configurations (split and packed rings, aio threads, native and
-    io_uring), every self-test; chaos.sh --list names them."""
-    out = subprocess.run([f'{vdir}/chaos.sh', *configs, '--list'],
+def chaos_names(vdir, configs, qemu):
+    """What chaos.sh must report on @qemu: test-image, every case in each of
+    its configurations (split and packed rings, aio threads, native and
+    io_uring; two IOThreads where @qemu has iothread-vq-mapping), every
+    self-test; chaos.sh --list names them."""
+    out = subprocess.run([f'{vdir}/chaos.sh', *configs, '--list', qemu],
                          capture_output=True, text=True, check=True).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
 
@@ -484,7 +485,8 @@ def run_chaos(build, res, suite='chaos', configs=None):
         res.add(suite, 'build', 'fail', f'make exited {r.returncode}')
         return
     run_reported([f'{vdir}/chaos.sh', *configs, f'{build}/qemu-system-x86_64'],
-                 r'^(ok|FAIL) +(\S+?): (.*)$', chaos_names(vdir, configs),
+                 r'^(ok|FAIL) +(\S+?): (.*)$',
+                 chaos_names(vdir, configs, f'{build}/qemu-system-x86_64'),
                  CHAOS_TIMEOUT, suite, res)
 
 

@@ -3,7 +3,7 @@
 # configuration below that its ring layout allows, then the self-tests,
 # which must fail in their own way (docs/vblk-load.md, "A hostile driver"):
 #   bench/vblk-load/chaos.sh build/fork/qemu-system-x86_64
-#   bench/vblk-load/chaos.sh --list      # the names of the runs, one a line
+#   bench/vblk-load/chaos.sh --list [QEMU]  # the names of the runs, one a line
 #   bench/vblk-load/chaos.sh --configs iothread,packed-irq build/base/qemu-system-x86_64
 # One line per run, "ok NAME: what happened" or "FAIL NAME: why" (with the
 # command that reproduces it); exit status 1 if any run failed.
@@ -25,14 +25,26 @@ packed-irq           packed --iothread on --mode irq --ring packed
 packed-irq-noevidx   packed --iothread on --mode irq --event-idx off --ring packed
 packed-io_uring      packed --iothread on --aio io_uring --ring packed
 packed-main-loop     packed --iothread off --mode irq --ring packed'
+# With a QEMU that has iothread-vq-mapping (9.0 and later): the good queue
+# and the hostile one on two IOThreads, so that one thread breaks the
+# device while the other completes
+MAPPING_CONFIGS='iothreads2-irq       split  --iothreads 2 --mode irq
+iothreads2-packed    packed --iothreads 2 --mode irq --ring packed --aio io_uring'
+
+# add_mapping QEMU: the mapping configurations too, if QEMU has them
+add_mapping() {
+    if "$1" -device virtio-blk-pci,help 2>/dev/null | grep -q iothread-vq-mapping; then
+        CONFIGS+=$'\n'$MAPPING_CONFIGS
+    fi
+}
 
 # --configs NAME,...: only these configurations
 only=
 if [ "${1:-}" = --configs ]; then
-    only=${2:?usage: chaos.sh --configs NAME,... [--list | QEMU]}
+    only=${2:?usage: chaos.sh --configs NAME,... [--list [QEMU] | QEMU]}
     shift 2
     for c in ${only//,/ }; do
-        grep -q "^$c " <<<"$CONFIGS" ||
+        grep -q "^$c " <<<"$CONFIGS"$'\n'"$MAPPING_CONFIGS" ||
             { echo "chaos.sh: no configuration '$c'; there are: $(cut -d' ' -f1 <<<"$CONFIGS" | xargs)" >&2
               exit 2; }
     done
@@ -54,16 +66,28 @@ runs() {
 }
 
 if [ "${1:-}" = --list ]; then
+    # --list QEMU: the runs on that QEMU (the mapping ones if it has them)
+    case ${2:-} in
+    "") ;;
+    /*) add_mapping "$2" ;;
+    *) add_mapping "$OLDPWD/$2" ;;
+    esac
     echo test-image
     runs | cut -d' ' -f1
     $V --chaos selftests | cut -f1
     exit 0
 fi
-QEMU=${1:?usage: chaos.sh [--configs NAME,...] PATH-TO-qemu-system-x86_64 | --list}
+QEMU=${1:?usage: chaos.sh [--configs NAME,...] PATH-TO-qemu-system-x86_64 | --list [QEMU]}
 case $QEMU in
 /*) ;;
 */*) QEMU=$OLDPWD/$QEMU ;;
 esac
+add_mapping "$QEMU"
+for c in ${only//,/ }; do
+    grep -q "^$c " <<<"$CONFIGS" ||
+        { echo "chaos.sh: configuration '$c' needs iothread-vq-mapping, which $QEMU lacks" >&2
+          exit 2; }
+done
 fail=0
 
 # run NAME WANT EXPECT ARGS...: one vblk-load --chaos run, which must exit

@@ -61,6 +61,8 @@ static void usage(FILE *f)
 "  --ramp SECONDS       run this long before measuring (default 0)\n"
 "  --event-idx on|off   negotiate VIRTIO_RING_F_EVENT_IDX (default on)\n"
 "  --iothread on|off    put the device on an IOThread (default on)\n"
+"  --iothreads N        spread the device's queues over N IOThreads (2..16)\n"
+"                       with iothread-vq-mapping (QEMU 9.0 and later)\n"
 "  --poll-max-ns N      the IOThread's poll-max-ns (default: QEMU's)\n"
 "  --ring split|packed  virtqueue layout (default split; packed negotiates\n"
 "                       VIRTIO_F_RING_PACKED and sets the device's packed=on)\n"
@@ -152,7 +154,7 @@ static void parse_args(int argc, char **argv)
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
            O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP,
            O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS, O_QTESTLOG, O_RING,
-           O_AIO };
+           O_AIO, O_IOTS };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -164,7 +166,7 @@ static void parse_args(int argc, char **argv)
         { "poll-max-ns", 1, 0, O_POLLMAX }, { "spin", 0, 0, O_SPIN },
         { "qtest-log", 1, 0, O_QTESTLOG },
         { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "chaos", 1, 0, O_CHAOS },
-        { "ring", 1, 0, O_RING }, { "aio", 1, 0, O_AIO },
+        { "ring", 1, 0, O_RING }, { "aio", 1, 0, O_AIO }, { "iothreads", 1, 0, O_IOTS },
         { "help", 0, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -196,6 +198,7 @@ static void parse_args(int argc, char **argv)
         case O_RAMP: opt.ramp = parse_double("--ramp", optarg, 0, 3600); break;
         case O_EVIDX: opt.event_idx = parse_onoff("--event-idx", optarg); break;
         case O_IOT: opt.iothread = parse_onoff("--iothread", optarg); break;
+        case O_IOTS: opt.iothreads = parse_uint("--iothreads", optarg, 2, 16); break;
         case O_RING:
             if (!strcmp(optarg, "split") || !strcmp(optarg, "packed")) {
                 opt.packed = !strcmp(optarg, "packed");
@@ -276,6 +279,10 @@ static void parse_args(int argc, char **argv)
     if (opt.aio && !opt.chaos) {
         fprintf(stderr, "vblk-load: --aio applies to --chaos only; give the mode in "
                 "--blockdev (e.g. aio=native,cache.direct=on)\n");
+        exit(2);
+    }
+    if (opt.iothreads && !opt.iothread) {
+        fprintf(stderr, "vblk-load: --iothreads needs --iothread on\n");
         exit(2);
     }
     if (!opt.iothread && opt.poll_max_ns >= 0) {
@@ -491,9 +498,10 @@ int main(int argc, char **argv)
                opt.queues, opt.depth, vqs[0].size, opt.threads ? opt.queues : 1);
         printf("  \"poll_max_ns\": %ld, \"spin\": %s,\n", opt.poll_max_ns,
                opt.spin ? "true" : "false");
-        printf("  \"event_idx\": %s, \"iothread\": %s, \"mode\": \"%s\", \"verify\": %s,"
-               " \"ring\": \"%s\",\n",
+        printf("  \"event_idx\": %s, \"iothread\": %s, \"iothreads\": %u, \"mode\": \"%s\","
+               " \"verify\": %s, \"ring\": \"%s\",\n",
                opt.event_idx ? "true" : "false", opt.iothread ? "true" : "false",
+               opt.iothread ? (opt.iothreads ? opt.iothreads : 1) : 0,
                opt.irq ? "irq" : "poll", opt.verify ? "true" : "false",
                opt.packed ? "packed" : "split");
         printf("  \"elapsed_s\": %.6f, \"requests\": %" PRIu64 ", \"reads\": %" PRIu64
@@ -578,9 +586,15 @@ int main(int argc, char **argv)
         }
         printf("  \"setup_qtest_cmds\": %" PRIu64 "\n}\n", setup.cmds);
     } else {
+        char iot[16] = "on";
+        if (!opt.iothread) {
+            strcpy(iot, "off");
+        } else if (opt.iothreads) {
+            snprintf(iot, sizeof(iot), "x%u", opt.iothreads);
+        }
         printf("vblk-load: %s bs=%u queues=%u depth=%u qsize=%u event_idx=%s iothread=%s "
                "mode=%s%s%s\n", rw_names[opt.rw], opt.bs, opt.queues, opt.depth, vqs[0].size,
-               opt.event_idx ? "on" : "off", opt.iothread ? "on" : "off",
+               opt.event_idx ? "on" : "off", iot,
                opt.irq ? "irq" : "poll", opt.packed ? " ring=packed" : "",
                opt.threads ? " threads" : "");
         printf("  qemu:     %s\n  blockdev: %s\n", opt.qemu, opt.blockdev);

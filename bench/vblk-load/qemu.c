@@ -278,6 +278,39 @@ const char *qemu_node_name(void)
     return node_name;
 }
 
+/*
+ * --device-opts (key=value,...) as JSON members, each after ", ": digits
+ * become numbers, on/off/true/false booleans, anything else a string.
+ */
+static void json_props(const char *kv, char *out, size_t len)
+{
+    size_t n = 0;
+    char buf[512];
+    if (!kv) {
+        return;
+    }
+    if (strlen(kv) >= sizeof(buf)) {
+        die("--device-opts too long");
+    }
+    strcpy(buf, kv);
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        char *v = strchr(p, '=');
+        if (!v || v == p || strpbrk(p, "\"\\")) {
+            die("--device-opts: '%s' is not key=value (with --iothreads, no quotes)", p);
+        }
+        *v++ = 0;
+        bool num = *v && strspn(v, "0123456789") == strlen(v);
+        bool on = !strcmp(v, "on") || !strcmp(v, "true");
+        bool off = !strcmp(v, "off") || !strcmp(v, "false");
+        int w = snprintf(out + n, len - n, num || on || off ? ", \"%s\": %s" : ", \"%s\": \"%s\"",
+                         p, num ? v : on ? "true" : off ? "false" : v);
+        if (w < 0 || (size_t)w >= len - n) {
+            die("--device-opts too long");
+        }
+        n += w;
+    }
+}
+
 void qemu_start(struct qemu_conn *c)
 {
     char mem_obj[512], dev[1024], bdev[1024], mname[64];
@@ -304,13 +337,33 @@ void qemu_start(struct qemu_conn *c)
              "memory-backend-file,id=mem,size=%" PRIu64 ",mem-path=%s,share=on",
              ram_size, mem_path);
     snprintf(mname, sizeof(mname), "%" PRIu64 "M", ram_size >> 20);
-    int n = snprintf(dev, sizeof(dev), "virtio-blk-pci,id=vblk0,drive=%s,num-queues=%u,"
+    int n;
+    if (opt.iothreads) {
+        /* a list property: only -device's JSON form can give it */
+        char extra[512] = "";
+        json_props(opt.extra_dev, extra, sizeof(extra));
+        n = snprintf(dev, sizeof(dev), "{\"driver\": \"virtio-blk-pci\", \"id\": \"vblk0\", "
+                     "\"drive\": \"%s\", \"num-queues\": %u, \"queue-size\": %u, "
+                     "\"event_idx\": %s, \"packed\": %s%s, \"iothread-vq-mapping\": [",
+                     node_name, opt.dev_queues ? opt.dev_queues : opt.queues,
+                     opt.queue_size, opt.event_idx ? "true" : "false",
+                     opt.packed ? "true" : "false", extra);
+        for (unsigned i = 0; i < opt.iothreads && n < (int)sizeof(dev); i++) {
+            n += snprintf(dev + n, sizeof(dev) - n, "%s{\"iothread\": \"iothread%u\"}",
+                          i ? ", " : "", i);
+        }
+        if (n < (int)sizeof(dev)) {
+            n += snprintf(dev + n, sizeof(dev) - n, "]}");
+        }
+    } else {
+        n = snprintf(dev, sizeof(dev), "virtio-blk-pci,id=vblk0,drive=%s,num-queues=%u,"
                      "queue-size=%u,event_idx=%s%s%s%s%s", node_name,
                      opt.dev_queues ? opt.dev_queues : opt.queues,
                      opt.queue_size, opt.event_idx ? "on" : "off",
                      opt.iothread ? ",iothread=iothread0" : "",
                      opt.packed ? ",packed=on" : "",
                      opt.extra_dev ? "," : "", opt.extra_dev ? opt.extra_dev : "");
+    }
     if (n >= (int)sizeof(dev)) {
         die("--device-opts too long");
     }
@@ -319,7 +372,7 @@ void qemu_start(struct qemu_conn *c)
     char qtest_arg[160], qmp_arg[160];
     snprintf(qtest_arg, sizeof(qtest_arg), "unix:%s", sock_path);
     snprintf(qmp_arg, sizeof(qmp_arg), "unix:%s", qmp_path);
-    const char *argv[40];
+    const char *argv[80];
     int a = 0;
     argv[a++] = opt.qemu;
     argv[a++] = "-accel"; argv[a++] = "qtest";
@@ -333,14 +386,15 @@ void qemu_start(struct qemu_conn *c)
     argv[a++] = "-m"; argv[a++] = mname;
     argv[a++] = "-object"; argv[a++] = mem_obj;
     argv[a++] = "-machine"; argv[a++] = "memory-backend=mem";
-    char iot[96];
-    if (opt.poll_max_ns >= 0) {
-        snprintf(iot, sizeof(iot), "iothread,id=iothread0,poll-max-ns=%ld", opt.poll_max_ns);
-    } else {
-        snprintf(iot, sizeof(iot), "iothread,id=iothread0");
-    }
-    if (opt.iothread) {
-        argv[a++] = "-object"; argv[a++] = iot;
+    static char iot[16][96];
+    for (unsigned i = 0; opt.iothread && i < (opt.iothreads ? opt.iothreads : 1); i++) {
+        if (opt.poll_max_ns >= 0) {
+            snprintf(iot[i], sizeof(iot[i]), "iothread,id=iothread%u,poll-max-ns=%ld", i,
+                     opt.poll_max_ns);
+        } else {
+            snprintf(iot[i], sizeof(iot[i]), "iothread,id=iothread%u", i);
+        }
+        argv[a++] = "-object"; argv[a++] = iot[i];
     }
     argv[a++] = "-blockdev"; argv[a++] = bdev;
     argv[a++] = "-device"; argv[a++] = dev;

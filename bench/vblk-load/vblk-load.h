@@ -34,6 +34,7 @@ struct options {
     bool strace, spin, threads, kick_async, kick_eventfd;
     long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
+    unsigned iothreads;     /* >= 2: the queues over this many IOThreads */
     const char *blockdev;
     double timeout;
     unsigned queue_size;
