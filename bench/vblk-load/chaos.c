@@ -113,11 +113,7 @@ static const char *case_error(void)
 static const char *config_name(void)
 {
     static char s[96];
-    char iot[16] = "on";
-    if (opt.iothreads) {
-        snprintf(iot, sizeof(iot), "x%u", opt.iothreads);
-    }
-    snprintf(s, sizeof(s), "iothread %s, %s, %s%s%s%s", opt.iothread ? iot : "off",
+    snprintf(s, sizeof(s), "iothread %s, %s, %s%s%s%s", iothread_label(),
              opt.irq ? "irq" : "poll", opt.event_idx ? "EVENT_IDX" : "no EVENT_IDX",
              ring_packed ? ", packed ring" : "", opt.aio ? ", aio=" : "",
              opt.aio ? opt.aio : "");

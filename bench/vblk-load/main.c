@@ -149,6 +149,19 @@ static bool parse_onoff(const char *name, const char *v)
     return false;
 }
 
+const char *iothread_label(void)
+{
+    static char s[16];
+    if (!opt.iothread) {
+        return "off";
+    }
+    if (!opt.iothreads) {
+        return "on";
+    }
+    snprintf(s, sizeof(s), "x%u", opt.iothreads);
+    return s;
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
@@ -586,15 +599,9 @@ int main(int argc, char **argv)
         }
         printf("  \"setup_qtest_cmds\": %" PRIu64 "\n}\n", setup.cmds);
     } else {
-        char iot[16] = "on";
-        if (!opt.iothread) {
-            strcpy(iot, "off");
-        } else if (opt.iothreads) {
-            snprintf(iot, sizeof(iot), "x%u", opt.iothreads);
-        }
         printf("vblk-load: %s bs=%u queues=%u depth=%u qsize=%u event_idx=%s iothread=%s "
                "mode=%s%s%s\n", rw_names[opt.rw], opt.bs, opt.queues, opt.depth, vqs[0].size,
-               opt.event_idx ? "on" : "off", iot,
+               opt.event_idx ? "on" : "off", iothread_label(),
                opt.irq ? "irq" : "poll", opt.packed ? " ring=packed" : "",
                opt.threads ? " threads" : "");
         printf("  qemu:     %s\n  blockdev: %s\n", opt.qemu, opt.blockdev);

@@ -82,4 +82,8 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* The IOThread setup as the reports name it: "on", "off", or "xN" for
+ * --iothreads N */
+const char *iothread_label(void);
+
 #endif
