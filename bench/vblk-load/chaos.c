@@ -106,6 +106,16 @@ static const char *case_error(void)
     if (!strcmp(cur->name, "avail-jump") && io_uring_completes_inline()) {
         return jump_broke ? cur->error : NULL;
     }
+    if (!strcmp(cur->name, "loop") && hq->size >= 1024) {
+        /*
+         * One element holds at most 1024 (VIRTQUEUE_MAX_SIZE) buffers.  On
+         * a ring of that size the loop fills them before it has more
+         * descriptors than the ring, so QEMU stops at the mapping limit,
+         * whose message names indirect tables whatever the chain.  (QEMU
+         * 10.0.13 gives every ring 1024 entries, whatever queue-size says.)
+         */
+        return "too many write descriptors";
+    }
     return ring_packed && cur->packed_differs ? cur->error_packed : cur->error;
 }
 
