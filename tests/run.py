@@ -39,6 +39,7 @@ the exit code is 0 when nothing failed.
 """
 
 import argparse
+import concurrent.futures
 import fnmatch
 import json
 import os
@@ -849,6 +850,7 @@ def run_check(build, config, tests, res, timeout, tmp):
     env['TEST_DIR'] = tempfile.mkdtemp(prefix='scratch', dir=tmp)
     env['SOCK_DIR'] = tempfile.mkdtemp(prefix='sock', dir=tmp)
     cmd = ['./check', '-tap'] + args + tests
+    tag = f'[{config}]'
     p = subprocess.Popen(cmd, cwd=f'{build}/tests/qemu-iotests', env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)
@@ -874,7 +876,7 @@ def run_check(build, config, tests, res, timeout, tmp):
     w.start()
     results, reasons = {}, {}
     for line in p.stdout:
-        print('   ', line, end='', flush=True)
+        print(f'    {tag} {line}', end='', flush=True)
         m = re.match(r'^# running \S+ (\S+)$', line)
         if m:
             with lock:
@@ -918,36 +920,58 @@ def notrun_reason(test_dir, test):
     return '(no .notrun file)'
 
 
-def run_iotests(build, res, configs, timeout):
+def iotests_config(build, res, config, timeout, tmp):
+    """One iotests configuration: the quick group and EXTRA_IOTESTS, the
+    tests listed as flaky run once more.  Returns what res.add() takes,
+    for the caller to add in the order of the configurations."""
     check = f'{build}/tests/qemu-iotests'
-    with tempfile.TemporaryDirectory(prefix='iobatch_iotests_') as tmp:
-        for config in configs:
-            log(f'== qemu-iotests {config} ({" ".join(IOTEST_CONFIGS[config])})')
-            fmt = IOTEST_CONFIGS[config][0]
-            tests = subprocess.run(['./check', '-n', fmt, '-g', 'quick'] +
-                                   EXTRA_IOTESTS, cwd=check,
-                                   capture_output=True, text=True,
-                                   check=True).stdout.split()
-            # Tests in the tests/ subdirectory are selected by name only.
-            tests = [os.path.basename(t) for t in tests]
-            suite, results, reasons = run_check(build, config, tests, res,
-                                                timeout, tmp)
-            retry = [t for t, s in results.items()
-                     if s in ('fail', 'timeout') and res.is_flaky(suite, t)]
-            first = {}
-            if retry:
-                log(f'  RETRY (listed as flaky): {" ".join(retry)}')
-                _, again, again_reasons = run_check(build, config, retry, res,
-                                                    timeout, tmp)
-                for t in retry:
-                    log(f'  RETRY: {suite} {t}: {results[t]} then {again[t]}')
-                    first[t] = results[t]
-                    results[t] = again[t]
-                    if t in again_reasons:
-                        reasons[t] = again_reasons[t]
-            for t in tests:
-                res.add(suite, t, results[t], reasons.get(t, ''),
-                        retried=first.get(t))
+    fmt = IOTEST_CONFIGS[config][0]
+    tests = subprocess.run(['./check', '-n', fmt, '-g', 'quick'] +
+                           EXTRA_IOTESTS, cwd=check,
+                           capture_output=True, text=True,
+                           check=True).stdout.split()
+    # Tests in the tests/ subdirectory are selected by name only.
+    tests = [os.path.basename(t) for t in tests]
+    start = time.monotonic()
+    suite, results, reasons = run_check(build, config, tests, res,
+                                        timeout, tmp)
+    retry = [t for t, s in results.items()
+             if s in ('fail', 'timeout') and res.is_flaky(suite, t)]
+    first = {}
+    if retry:
+        log(f'  RETRY (listed as flaky): {suite} {" ".join(retry)}')
+        _, again, again_reasons = run_check(build, config, retry, res,
+                                            timeout, tmp)
+        for t in retry:
+            log(f'  RETRY: {suite} {t}: {results[t]} then {again[t]}')
+            first[t] = results[t]
+            results[t] = again[t]
+            if t in again_reasons:
+                reasons[t] = again_reasons[t]
+    took = int(time.monotonic() - start)
+    log(f'  {suite}: {len(tests)} tests in {took // 60}:{took % 60:02d}')
+    return [(suite, t, results[t], reasons.get(t, ''), first.get(t))
+            for t in tests]
+
+
+def run_iotests(build, res, configs, timeout, jobs):
+    """The iotests configurations, JOBS of them at a time: each is one
+    ./check with its own TEST_DIR, SOCK_DIR and watchdog.  They wait on
+    I/O and sleeps far more than on the CPU, so two at a time halves the
+    wall time on two cores.  (check -j would run tests of one
+    configuration in parallel, but then the watchdog cannot tell which
+    test to kill.)"""
+    log(f'== qemu-iotests: {", ".join(configs)} ({jobs} at a time)')
+    for config in configs:
+        log(f'  {config}: {" ".join(IOTEST_CONFIGS[config])}')
+    with tempfile.TemporaryDirectory(prefix='iobatch_iotests_') as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = [pool.submit(iotests_config, build, res, config, timeout, tmp)
+                for config in configs]
+        # Added in the order of the configurations, whichever ends first
+        for run in runs:
+            for suite, test, status, reason, first in run.result():
+                res.add(suite, test, status, reason, retried=first)
 
 
 def summary_line(res):
@@ -974,6 +998,9 @@ def main():
                     help='run only this iotests configuration (repeatable)')
     ap.add_argument('--iotest-timeout', type=int, default=300,
                     help='seconds one iotest may take (default: 300)')
+    ap.add_argument('--iotest-jobs', type=int, default=2, metavar='N',
+                    help='iotests configurations to run at a time '
+                    '(default 2)')
     ap.add_argument('--jobs', type=int, default=os.cpu_count())
     ap.add_argument('--beside', action='append', default=[], metavar='TARGET',
                     choices=['fuzz-build', 'base', 'debug-build'],
@@ -1024,7 +1051,7 @@ def main():
         run_qtests(build, res)
     if 'iotests' in suites:
         run_iotests(build, res, args.iotests or list(IOTEST_CONFIGS),
-                    args.iotest_timeout)
+                    args.iotest_timeout, args.iotest_jobs)
     if 'guest' in suites:
         run_guest(build, res)
     if 'libvirt' in suites:

@@ -6,6 +6,8 @@ import io
 import os
 import sys
 import tempfile
+import threading
+import time
 import unittest
 from contextlib import redirect_stdout
 
@@ -227,6 +229,39 @@ class StartedReported(unittest.TestCase):
     def test_unexplained_exit(self):
         self.assertEqual(self.report('print("ok a: fine"); print("ok b: fine"); exit(2)'),
                          {('a', 'pass'), ('b', 'pass'), ('configure.py', 'fail')})
+
+
+class IotestsAtATime(unittest.TestCase):
+    """run_iotests: JOBS configurations at a time, never more, and the
+    results added in the order of the configurations."""
+
+    def test_two_at_a_time(self):
+        lock = threading.Lock()
+        state = {'now': 0, 'most': 0}
+        orig = run.iotests_config
+
+        def fake(build, res, config, timeout, tmp):
+            with lock:
+                state['now'] += 1
+                state['most'] = max(state['most'], state['now'])
+            # the first configuration ends last
+            time.sleep(0.3 if config == 'qcow2-threads' else 0.1)
+            with lock:
+                state['now'] -= 1
+            return [(f'iotests:{config}', '001', 'pass', '', None)]
+
+        run.iotests_config = fake
+        try:
+            res = run.Results(run.KnownFailures(os.devnull, 'fork'))
+            configs = ['qcow2-threads', 'qcow2-native', 'qcow2-io_uring',
+                       'raw-threads']
+            with redirect_stdout(io.StringIO()):
+                run.run_iotests('build', res, configs, 60, 2)
+        finally:
+            run.iotests_config = orig
+        self.assertEqual(state['most'], 2)
+        self.assertEqual([i['suite'] for i in res.items],
+                         [f'iotests:{c}' for c in configs])
 
 
 if __name__ == '__main__':
