@@ -21,7 +21,7 @@ export LINE
 # The targets that work on any line (or on none); with another LINE than
 # bookworm, make stops before it runs anything else.
 LINE_TARGETS := help fetch tree export check-patches check-update upstream deps \
-	clean distclean check-links vblk-load tree-build
+	clean distclean check-links vblk-load tree-build fork
 ifneq ($(LINE),bookworm)
 ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
 $(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)), and make upstream for its base build)
@@ -43,6 +43,10 @@ REPO_KEY_DIR ?=
 REPO_URI ?=
 
 export JOBS
+# What the suites that make test runs on another line than bookworm need
+# besides the binaries (tests/run.py: qtest-trixie, chaos-trixie)
+LINE_TEST_PRODUCTS = tests/qtest/qos-test $(addprefix tests/qtest/,drive_del-test \
+	hd-geo-test cdrom-test device-plug-test fuzz-virtio-scsi-test)
 # Let ccache share objects between clones of this repo in other directories
 # (CI builds in a fresh clone): paths are hashed relative to the checkout.
 export CCACHE_BASEDIR := $(CURDIR)
@@ -105,9 +109,14 @@ fetch: deps ## [root] download and verify the line's pinned Debian source (lines
 base: fetch ## [root] the unpatched base in build/base
 	scripts/build.sh base build/src/base
 
-fork: fetch ## [root] the fork (base + lines/bookworm/patches/series) in build/fork
+fork: fetch ## [root] the fork (base + lines/LINE/patches/series) in build/fork (LINE=trixie: build/trixie/fork)
 	scripts/fork-src.sh
+ifeq ($(LINE),bookworm)
 	scripts/build.sh fork build/src/fork
+else
+	EXTRA_PRODUCTS="$(LINE_TEST_PRODUCTS)" \
+	    scripts/upstream.sh --build $(LINE)/fork build/$(LINE)/src/fork
+endif
 
 # The fork with the debug check of deferred calls (a blocking aio_poll()
 # with calls queued aborts), in build/dbg, for the suite "debug" of

@@ -89,7 +89,7 @@ fi
 base_version=$(. "$LINE_PIN"; echo "$VERSION")
 case $name in
     base|upstream) pkgversion="Debian $base_version, unpatched" ;;
-    fork) pkgversion="$("$top/scripts/version.sh" series) on Debian $base_version" ;;
+    fork|*/fork) pkgversion="$("$top/scripts/version.sh" series) on Debian $base_version" ;;
     tree|*-tree) pkgversion="qemu-iobatch development tree on Debian $base_version" ;;
     *) pkgversion="" ;;
 esac
@@ -135,5 +135,8 @@ fi
 [ "$mode" = build ] || exit 0
 
 echo "build: building $name with $jobs jobs"
+# EXTRA_PRODUCTS: more ninja targets, e.g. the qtests that a test run needs
+# shellcheck disable=SC2206
+PRODUCTS+=(${EXTRA_PRODUCTS:-})
 ninja -C "$out" -j "$jobs" "${PRODUCTS[@]}"
 "$top/scripts/firmware.sh" "$out" "$src"

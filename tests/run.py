@@ -107,11 +107,20 @@ def section_times():
             for name, start, end in SECTIONS if end is not None]
 
 
+# Suites that run on another build than the one under test, by the end of
+# their name: the unpatched base (--base), the trixie line's fork (--trixie)
+OTHER_BUILDS = {'-base': 'base', '-trixie': 'trixie'}
+
+
 def build_suite(build, suite):
     """BUILD:SUITE, what the patterns of tests/known-failures and
     tests/expected-skips match.  The suites NAME-base run on the unpatched
-    base whatever build the run tests (--base): they are the base's."""
-    return f'{"base" if suite.endswith("-base") else build}:{suite}'
+    base whatever build the run tests (--base): they are the base's; the
+    suites NAME-trixie are the trixie line's (BUILD "trixie")."""
+    for end, other in OTHER_BUILDS.items():
+        if suite.endswith(end):
+            return f'{other}:{suite}'
+    return f'{build}:{suite}'
 
 
 class KnownFailures:
@@ -491,6 +500,12 @@ def run_chaos(build, res, suite='chaos', configs=None):
                  CHAOS_TIMEOUT, suite, res)
 
 
+# What --beside TARGET makes (make's arguments)
+BESIDE_TARGETS = {'fuzz-build': ['fuzz-build'], 'base': ['base'],
+                  'debug-build': ['debug-build'],
+                  'trixie-fork': ['fork', 'LINE=trixie']}
+
+
 class Beside:
     """make targets built beside the test suites, one after the other, at
     the lowest CPU priority.  The suites leave much of the machine idle (a
@@ -512,7 +527,8 @@ class Beside:
             for t in targets:
                 f.write(f'== make {t}\n')
                 f.flush()
-                self.rc[t] = subprocess.run(['nice', '-n', '19', 'make', t],
+                self.rc[t] = subprocess.run(['nice', '-n', '19', 'make',
+                                             *BESIDE_TARGETS[t]],
                                             cwd=TOP, stdout=f,
                                             stderr=subprocess.STDOUT,
                                             check=False).returncode
@@ -801,19 +817,19 @@ def qos_prefixes(build):
     return sorted(prefixes)
 
 
-def run_qtests(build, res):
-    log('== block qtests (x86_64)')
+def run_qtests(build, res, suite='qtest'):
+    log(f'== block qtests (x86_64) on {os.path.relpath(build, TOP)}')
     qos = f'{build}/tests/qtest/qos-test'
     prefixes = qos_prefixes(build)
     for dev in QOS_DEVICES:
         if not any(p.endswith('/' + dev) for p in prefixes):
-            res.add('qtest', f'qos-test:{dev}', 'fail',
+            res.add(suite, f'qos-test:{dev}', 'fail',
                     'no qos-test path for this device')
     for prefix in prefixes:
-        run_tap_binary([qos, '-r', prefix], build, 'qtest', res,
+        run_tap_binary([qos, '-r', prefix], build, suite, res,
                        QTEST_TIMEOUT)
     for t in QTESTS:
-        run_tap_binary([f'{build}/tests/qtest/{t}'], build, 'qtest', res,
+        run_tap_binary([f'{build}/tests/qtest/{t}'], build, suite, res,
                        QTEST_TIMEOUT)
 
 
@@ -1003,13 +1019,18 @@ def main():
                     '(default 2)')
     ap.add_argument('--jobs', type=int, default=os.cpu_count())
     ap.add_argument('--beside', action='append', default=[], metavar='TARGET',
-                    choices=['fuzz-build', 'base', 'debug-build'],
+                    choices=list(BESIDE_TARGETS),
                     help='make TARGET beside the suites, at low priority; '
                          'the suites that need it wait for it (repeatable)')
     ap.add_argument('--base', metavar='BUILD',
                     help='also run the hostile driver and the guest soak on '
                          'this build of the unpatched base, for comparison '
                          '(suites chaos-base, soak-base)')
+    ap.add_argument('--trixie', metavar='BUILD',
+                    help='also run the block qtests and the hostile driver '
+                         'on this build of the trixie line\'s fork (make fork '
+                         'LINE=trixie: trixie/fork; suites qtest-trixie, '
+                         'chaos-trixie)')
     ap.add_argument('--update-expected-skips', action='store_true',
                     help='rewrite tests/expected-skips from the skips of '
                          'this run (the suites it ran), instead of checking '
@@ -1031,10 +1052,14 @@ def main():
     t0 = time.monotonic()
     # Only what the chosen suites need: the base for its comparison runs
     base_suites = [x for x in ('chaos', 'guest') if x in suites] if args.base else []
+    # and the trixie line's fork for the suites that run there too
+    trixie_suites = ([x for x in ('qtest', 'chaos') if x in suites]
+                     if args.trixie else [])
     beside = Beside([t for t in args.beside
                      if (t, True) in (('fuzz-build', 'fuzz' in suites),
                                       ('base', bool(base_suites)),
-                                      ('debug-build', 'debug' in suites))])
+                                      ('debug-build', 'debug' in suites),
+                                      ('trixie-fork', bool(trixie_suites)))])
 
     configure = start_configure() if 'configure' in suites else None
     if 'docs' in suites:
@@ -1075,6 +1100,16 @@ def main():
                 run_guest(base, res, 'soak-base', ['soak'])
     if 'debug' in suites and beside.ready('debug-build', 'debug', res):
         run_debug(build, res, args.jobs)
+    if trixie_suites:
+        trixie = os.path.abspath(args.trixie if '/' in args.trixie
+                                 else f'{TOP}/build/{args.trixie}')
+        for s in trixie_suites:
+            suites.append(f'{s}-trixie')
+        if beside.ready('trixie-fork', 'qtest-trixie', res):
+            if 'qtest' in trixie_suites:
+                run_qtests(trixie, res, 'qtest-trixie')
+            if 'chaos' in trixie_suites:
+                run_chaos(trixie, res, 'chaos-trixie')
 
     skips = ExpectedSkips(f'{TOP}/tests/expected-skips', os.path.basename(build))
     if args.update_expected_skips:

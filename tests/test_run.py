@@ -65,6 +65,17 @@ class Accounting(unittest.TestCase):
             self.assertEqual(res.add('chaos', 'hang/packed', 'fail'), 'fail')
             self.assertEqual(res.add('iotests:raw', '307', 'fail'), 'fail')
 
+    def test_trixie_suite_is_trixies(self):
+        # qtest-trixie runs on the trixie line's fork in a run of the
+        # bookworm fork: patterns for fork:* do not reach it, trixie:* do
+        self.assertEqual(run.build_suite('fork', 'qtest-trixie'),
+                         'trixie:qtest-trixie')
+        self.assertEqual(run.build_suite('fork', 'chaos-base'), 'base:chaos-base')
+        self.assertEqual(run.build_suite('fork', 'qtest'), 'fork:qtest')
+        res = self.results('fork')
+        with redirect_stdout(io.StringIO()):
+            self.assertEqual(res.add('iotests:raw-trixie', '307', 'fail'), 'fail')
+
     def test_racy_known_failure(self):
         # a race of the base: a failure is expected, a pass is a plain pass
         # (not "now passing"); on the fork it is an ordinary test
