@@ -33,9 +33,30 @@ fio_show() {
 # standard verify workload: two jobs on two halves of the 2*SIZE_MB MiB of
 # DEV from OFFSET_MB (default 0) on, one at iodepth 1, one at iodepth 32;
 # mixed random reads and writes, block sizes 512 B..256 KiB, an fsync
-# (flush) every 16 writes, verify=crc32c, fatal.
+# (flush) every 16 writes, verify=crc32c, fatal.  With SPLIT_CPUS=N:
+# N jobs instead, job K on its own Nth of the space and pinned to CPU K,
+# iodepth 1 and 32 in turn, so that the disk's first N queues all carry
+# requests (Linux submits on the queue of the submitting CPU).
 verify_fio() {
-    cat > "$1" <<JOB
+    if [ "${SPLIT_CPUS:-0}" -gt 0 ]; then
+        verify_fio_split "$@"
+        return
+    fi
+    verify_fio_global "$@" > "$1"
+    cat >> "$1" <<JOB
+[qd1]
+iodepth=1
+offset=${5:-0}M
+[qd32]
+iodepth=32
+offset=$((${5:-0} + $4))M
+JOB
+}
+
+# verify_fio_global FILE DEV ENGINE SIZE_MB: the [global] section of
+# verify_fio's job file, on standard output
+verify_fio_global() {
+    cat <<JOB
 [global]
 filename=$2
 direct=1
@@ -49,13 +70,21 @@ fsync=${FSYNC:-16}
 $([ "${HIPRI:-0}" = 0 ] || echo hipri=1)
 size=${4}M
 loops=${LOOPS:-1}
-[qd1]
-iodepth=1
-offset=${5:-0}M
-[qd32]
-iodepth=32
-offset=$((${5:-0} + $4))M
 JOB
+}
+
+verify_fio_split() {
+    # local: the callers' loops use names like k
+    local per cpu qd
+    verify_fio_global "$@" > "$1"
+    per=$((2 * $4 / SPLIT_CPUS))
+    cpu=0
+    while [ $cpu -lt "$SPLIT_CPUS" ]; do
+        qd=1; [ $((cpu % 2)) = 0 ] || qd=32
+        printf '[cpu%s]\ncpus_allowed=%s\niodepth=%s\nsize=%sM\noffset=%sM\n' \
+            $cpu $cpu $qd $per $((${5:-0} + cpu * per)) >> "$1"
+        cpu=$((cpu + 1))
+    done
 }
 
 # verify_job DEV ENGINE SIZE_MB [fio options...]: the standard verify

@@ -585,11 +585,12 @@ def run_guest(build, res, suite='guest', cases=()):
     def on_line(line):
         nonlocal n
         print('   ', line, end='', flush=True)
-        m = re.match(r'^(ok|FAIL) (\S+?)(?:: (.*))?(?: \(\d+s\))?$', line.rstrip())
+        m = re.match(r'^(ok|FAIL|skip) (\S+?)(?:: (.*))?(?: \(\d+s\))?$', line.rstrip())
         if m:
             n += 1
             res.add(suite, m.group(2),
-                    'pass' if m.group(1) == 'ok' else 'fail', m.group(3) or '')
+                    {'ok': 'pass', 'FAIL': 'fail'}.get(m.group(1), 'skip'),
+                    m.group(3) or '')
 
     cmd = [sys.executable, f'{TOP}/tests/guest/run.py', '--build',
            os.path.basename(build)]

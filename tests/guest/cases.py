@@ -250,6 +250,17 @@ CASES += [
          doc='two IOThreads with two virtio-blk disks each, and virtio-scsi on one of them:'
              ' all under verified load at once'),
 
+    Case('iothread-vq-mapping', 'rounds',
+         [Disk(aio='io_uring', iothread=('io0', 'io1'), num_queues=4, size_mb=32,
+               serial='map0'),
+          Disk(aio='native', iothread=('io1', 'io0'), num_queues=4, packed=True,
+               event_idx=False, size_mb=32, serial='map1')],
+         env={'DISKS': 'map0 map1', 'MB': '8', 'ROUNDS': '2', 'SPLIT_CPUS': '4'},
+         smp=4, needs='iothread-vq-mapping', scenario='iothreads', timeout=300,
+         doc='two disks of 4 queues each spread over two IOThreads (iothread-vq-mapping),'
+             ' a fio job pinned to each of 4 vCPUs: every queue used, both IOThreads'
+             ' busy, verified'),
+
     Case('unplug-inflight', 'inflight',
          [Disk(aio='native', iothread=True, num_queues=2, size_mb=64)],
          env={'MODE': 'unplug', 'CYCLES': '4', 'ENGINE': 'io_uring'},

@@ -58,7 +58,9 @@ class Disk:
     """One guest disk: a backing image on tmpfs and a virtio device."""
     bus: str = 'virtio-blk'       # virtio-blk | virtio-scsi
     aio: str = 'io_uring'         # threads | native | io_uring
-    iothread: Union[bool, str] = False   # True: io0; a string: that IOThread's id
+    # True: io0; a string: that IOThread's id; a tuple of ids: the device's
+    # virtqueues spread over them (iothread-vq-mapping, QEMU 9.0 and later)
+    iothread: Union[bool, str, Tuple[str, ...]] = False
     num_queues: int = 1
     event_idx: bool = True
     packed: bool = False
@@ -79,8 +81,20 @@ class Disk:
     small_fs: bool = False
 
     @property
+    def vq_mapping(self) -> Tuple[str, ...]:
+        """The IOThreads of iothread-vq-mapping, or () for none"""
+        return self.iothread if isinstance(self.iothread, tuple) else ()
+
+    @property
     def iothread_id(self) -> str:
+        """The one IOThread of the device ('' for none or a mapping)"""
+        if self.vq_mapping:
+            return ''
         return 'io0' if self.iothread is True else str(self.iothread or '')
+
+    @property
+    def iothread_ids(self) -> Tuple[str, ...]:
+        return self.vq_mapping or ((self.iothread_id,) if self.iothread else ())
 
 
 @dataclass
@@ -106,6 +120,9 @@ class Case:
     small_fs_mb: int = 0          # the size of the tmpfs of each disk with small_fs
     scenario_args: Dict[str, int] = field(default_factory=dict)   # e.g. hops, resets
     doc: str = ''
+    smp: int = 2                  # the guest's vCPUs (Linux uses a queue per vCPU at most)
+    needs: str = ''               # a virtio-blk-pci property the case needs; without it,
+                                  # the case reports a skip with the reason
 
 
 def tf(b: bool) -> str:
@@ -197,7 +214,7 @@ class Run:
 
     def qemu_args(self, serial: str, pidfile: str) -> List[str]:
         c = self.case
-        args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', '2', '-m', c.mem,
+        args = ['-M', c.machine, '-accel', 'tcg,thread=multi', '-smp', str(c.smp), '-m', c.mem,
                 '-nodefaults', '-pidfile', pidfile,
                 '-chardev', f'file,id=ser0,path={serial}', '-serial', 'chardev:ser0',
                 # SeaBIOS's debug output, for a hang's report (postmortem.py)
@@ -209,7 +226,7 @@ class Run:
                 '-fw_cfg', f'name=opt/iobatch/workload,file={self.workload}']
         if c.scenario not in ('reset', 'soak', 'reset-storm'):
             args.append('-no-reboot')   # a guest panic ends the run at once
-        for io in sorted({d.iothread_id for d in self.disks() if d.iothread}):
+        for io in sorted({io for d in self.disks() for io in d.iothread_ids}):
             args += ['-object', f'iothread,id={io}']
         for i, d in enumerate(self.disks()):
             args += self.disk_args(i, d)
@@ -267,19 +284,32 @@ class Run:
 
     @staticmethod
     def device_opts(i: int, d: Disk) -> str:
-        o = (f'virtio-blk-pci,id=vd{i},drive=d{i},num-queues={d.num_queues},'
-             f'event_idx={tf(d.event_idx)},packed={tf(d.packed)}')
-        if d.iothread:
-            o += f',iothread={d.iothread_id}'
-        if d.werror:
-            o += f',werror={d.werror}'
-        if d.rerror:
-            o += f',rerror={d.rerror}'
-        if d.serial:
-            o += f',serial={d.serial}'
-        if d.props:
-            o += f',{d.props}'
-        return o
+        """The device for -device: key=value, or JSON with the mapping"""
+        dev = Run.device_dict(i, d)
+        if d.vq_mapping:
+            return json.dumps(dev)
+        return ','.join([str(dev.pop('driver'))] +
+                        [f'{k}={tf(v) if isinstance(v, bool) else v}'
+                         for k, v in dev.items()])
+
+    @staticmethod
+    def device_dict(i: int, d: Disk) -> Dict[str, object]:
+        """The device as -device's JSON form or device_add's arguments:
+        iothread-vq-mapping, a list, has no key=value form."""
+        dev: Dict[str, object] = {'driver': 'virtio-blk-pci', 'id': f'vd{i}',
+                                  'drive': f'd{i}', 'num-queues': d.num_queues,
+                                  'event_idx': d.event_idx, 'packed': d.packed}
+        if d.vq_mapping:
+            dev['iothread-vq-mapping'] = [{'iothread': io} for io in d.vq_mapping]
+        elif d.iothread:
+            dev['iothread'] = d.iothread_id
+        for k in ('werror', 'rerror', 'serial'):
+            if getattr(d, k):
+                dev[k] = getattr(d, k)
+        for prop in filter(None, d.props.split(',')):
+            k, _, v = prop.partition('=')
+            dev[k] = int(v) if v.isdigit() else {'on': True, 'off': False}.get(v, v)
+        return dev
 
     # -- observing the guest ------------------------------------------------
     def log(self) -> str:
@@ -341,11 +371,7 @@ class Run:
 
     def device_add(self, i: int) -> None:
         """Plug disk i's device back (after device_del) as it was."""
-        opts = dict(x.split('=', 1)
-                    for x in self.device_opts(i, self.case.disks[i]).split(',')[1:])
-        typed = {k: int(v) if v.isdigit() else {'on': True, 'off': False}.get(v, v)
-                 for k, v in opts.items()}
-        self.qmp('device_add', driver='virtio-blk-pci', **typed)
+        self.qmp('device_add', **self.device_dict(i, self.case.disks[i]))
 
     def virtio_state(self) -> str:
         """The device-side state of every virtqueue, for a hang report:
@@ -562,6 +588,18 @@ def check_fio(case: Case, results: List[Tuple[str, dict]]) -> None:
                 lv = j.get('iodepth_level', {})
                 if not any(float(v) > 0 for k, v in lv.items() if k != '1'):
                     raise CaseFail(f'fio {jn}: never more than one I/O in flight')
+
+
+def missing_property(prop: str, build: str) -> Optional[str]:
+    """Why a case that needs virtio-blk-pci's property @prop cannot run on
+    @build's QEMU, or None if it can"""
+    binary = os.path.join(BINDIR or os.path.join(ROOT, 'build', build),
+                          'qemu-system-x86_64')
+    out = subprocess.run([binary, '-device', 'virtio-blk-pci,help'],
+                         capture_output=True, text=True, check=True).stdout
+    if re.search(rf'^\s*{re.escape(prop)}=', out, re.M):
+        return None
+    return f'this QEMU\'s virtio-blk-pci has no {prop}'
 
 
 def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = None,

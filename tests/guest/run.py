@@ -84,9 +84,14 @@ def main() -> int:
 
     guest = harness.build_guest()
     print(f'# guest {guest}; {a.bindir or "build/" + a.build}; {len(todo)} cases', flush=True)
-    passed = failed = 0
+    passed = failed = skipped = 0
     t0 = time.time()
     for c in todo:
+        why = c.needs and harness.missing_property(c.needs, a.build)
+        if why:
+            skipped += 1
+            print(f'skip {c.name}: {why}', flush=True)
+            continue
         c.timeout = int(c.timeout * a.timeout_scale)
         if c.soak and a.soak_seconds:
             c.soak = a.soak_seconds
@@ -101,7 +106,7 @@ def main() -> int:
             if rest.strip():
                 print(rest, flush=True)
     print(f'# total {time.time() - t0:.0f}s')
-    print(f'{passed} passed, {failed} failed')
+    print(f'{passed} passed, {failed} failed, {skipped} skipped')
     return 1 if failed else 0
 
 
