@@ -14,8 +14,9 @@ PACKAGES=(
     libglib2.0-dev libpixman-1-dev libaio-dev liburing-dev libfdt-dev zlib1g-dev
     # firmware for -M pc / -M q35 (the dfsg source ships none)
     seabios ipxe-qemu qemu-system-data
-    # tests: checkpatch.pl, cdrom-test, io-channel tests, iotests
-    perl genisoimage socat python3 file
+    # tests: checkpatch.pl, cdrom-test (7.2: genisoimage; 10.0: xorrisofs),
+    # io-channel tests, iotests
+    perl genisoimage xorriso socat python3 file
     # the built-in guest of tests/guest (guest/build-guest.sh), benchmarks
     busybox-static fio dmsetup util-linux cpio kmod strace
     # benchmark plots (make bench)

@@ -8,9 +8,12 @@ set -euo pipefail
 
 out=${1:?usage: firmware.sh BUILDDIR}
 data=$out/qemu-bundle/usr/local/share/qemu
+# FIRMWARE_SEABIOS: another SeaBIOS than the host's (scripts/upstream.sh:
+# trixie's, for the 10.0 builds)
+seabios=${FIRMWARE_SEABIOS:-/usr/share/seabios}
 sources=(
-    /usr/share/seabios/bios.bin /usr/share/seabios/bios-256k.bin
-    /usr/share/seabios/vgabios*.bin
+    "$seabios"/bios.bin "$seabios"/bios-256k.bin
+    "$seabios"/vgabios*.bin
     /usr/lib/ipxe/qemu/*.rom
     /usr/share/qemu/qboot.rom /usr/share/qemu/bios-microvm.bin
     /usr/share/qemu/kvmvapic.bin /usr/share/qemu/linuxboot.bin

@@ -64,6 +64,7 @@ cache=$top/.cache/upstream
 apt_dir=$cache/apt
 dl=$cache/download
 mesondir=$cache/meson
+seabiosdir=$cache/seabios
 src=$LINE_BUILD/src/base
 info=$top/build/upstream.version
 
@@ -147,17 +148,25 @@ SOURCES
     if [ -z "$meson_version" ] || [ "$meson_version" = "(none)" ]; then
         die "no meson binary package in trixie's index (see $apt_dir/update.log)"
     fi
-    echo "upstream: downloading meson=$meson_version (.deb)"
-    (cd "$dl" && apt-get "${apt_opts[@]}" -q download "meson=$meson_version") \
+    seabios_version=$(apt-cache "${apt_opts[@]}" policy seabios | sed -n 's/^ *Candidate: //p')
+    if [ -z "$seabios_version" ] || [ "$seabios_version" = "(none)" ]; then
+        die "no seabios binary package in trixie's index (see $apt_dir/update.log)"
+    fi
+    echo "upstream: downloading meson=$meson_version and seabios=$seabios_version (.deb)"
+    (cd "$dl" && apt-get "${apt_opts[@]}" -q download "meson=$meson_version" \
+                                                      "seabios=$seabios_version") \
         >"$apt_dir/download.log" 2>&1 ||
-        die "apt-get download meson=$meson_version failed; see $apt_dir/download.log"
+        die "apt-get download of meson=$meson_version and seabios=$seabios_version failed; see $apt_dir/download.log"
+    echo "$seabios_version" >"$seabiosdir.version"
 }
 
 # Ask the archive for a meson only when there is none yet, or with
 # UPSTREAM_REFRESH=1 (a newer one then makes the build reconfigure).
 meson_version=$(cat "$mesondir.stamp" 2>/dev/null || true)
+seabios_version=$(cat "$seabiosdir.version" 2>/dev/null || true)
 if [ -n "${UPSTREAM_REFRESH:-}" ] || [ -z "$meson_version" ] ||
-   [ ! -f "$dl/meson_${meson_version#*:}_all.deb" ]; then
+   [ ! -f "$dl/meson_${meson_version#*:}_all.deb" ] || [ -z "$seabios_version" ] ||
+   [ ! -f "$dl/seabios_${seabios_version#*:}_all.deb" ]; then
     fetch_meson
 fi
 meson_deb=$(ls "$dl"/meson_"${meson_version#*:}"_all.deb 2>/dev/null) ||
@@ -171,12 +180,25 @@ fi
 if [ ! -x "$mesondir/usr/bin/meson" ] || [ ! -d "$mesondir/usr/lib/python3/dist-packages/mesonbuild" ]; then
     die "$meson_deb has no usr/bin/meson or mesonbuild; remove $mesondir and run 'make upstream' again"
 fi
+# trixie's SeaBIOS for the 10.0 builds, as a trixie host has it: with
+# bookworm's (1.16.2), 10.0's cdrom-test hangs booting from an am53c974
+# SCSI CD-ROM; with trixie's (1.16.3) it passes.  scripts/firmware.sh
+# links it in (FIRMWARE_SEABIOS) instead of the host's.
+seabios_deb=$dl/seabios_${seabios_version#*:}_all.deb
+if [ "$(cat "$seabiosdir.stamp" 2>/dev/null)" != "$seabios_version" ] ||
+   [ ! -f "$seabiosdir/usr/share/seabios/bios-256k.bin" ]; then
+    rm -rf "$seabiosdir"
+    dpkg-deb -x "$seabios_deb" "$seabiosdir" || die "dpkg-deb -x $seabios_deb failed"
+    echo "$seabios_version" >"$seabiosdir.stamp"
+fi
+[ -f "$seabiosdir/usr/share/seabios/bios-256k.bin" ] ||
+    die "$seabios_deb has no usr/share/seabios/bios-256k.bin; remove $seabiosdir and run 'make upstream' again"
 
 mkdir -p "$(dirname "$info")"
 {
-    echo "qemu $qemu_version (QEMU $(cat "$src/VERSION")) pinned in $LINE_REL/base.pin, built with meson $meson_version from trixie"
+    echo "qemu $qemu_version (QEMU $(cat "$src/VERSION")) pinned in $LINE_REL/base.pin, built with meson $meson_version from trixie, SeaBIOS $seabios_version from trixie"
     (cd "$top/.cache/download" && sha256sum "$DSC" "$ORIG" "$DEBIAN")
-    (cd "$dl" && sha256sum "$(basename "$meson_deb")")
+    (cd "$dl" && sha256sum "$(basename "$meson_deb")" "$(basename "$seabios_deb")")
 } >"$info.tmp"
 mv "$info.tmp" "$info"
 if [ -e "$top/build/src/upstream" ]; then
@@ -187,6 +209,7 @@ fi
 build_sh() {
     PATH=$mesondir/usr/bin:$PATH \
     PYTHONPATH=$mesondir/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH} \
+    FIRMWARE_SEABIOS=$seabiosdir/usr/share/seabios \
     CONFIGURE_EXTRA="--disable-install-blobs --disable-werror ${CONFIGURE_EXTRA:-}" \
         "$top/scripts/build.sh" "$@"
 }
