@@ -159,19 +159,24 @@ RUN_TESTS = python3 tests/run.py --build fork --beside fuzz-build \
 # make test runs qemu-iotests for qcow2 in the three aio modes; test-full
 # for raw too (docs/testing.md, "make test-full")
 TEST_IOTESTS = --iotests qcow2-threads --iotests qcow2-native --iotests qcow2-io_uring
+# Both run the block qtests, the hostile driver and the guest cases that
+# need 10.0 on the trixie line's fork, built beside the suites
+TEST_TRIXIE = --beside trixie-fork --trixie trixie/fork
 # The harness's own unit tests, run first by both
 HARNESS_TESTS = python3 -m unittest -q tests/test_run.py tests/test_record.py \
 	    tests/test_postmortem.py
 
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
+	$(MAKE) --no-print-directory check-patches LINE=trixie
 	$(call build-all,fork)
 	$(HARNESS_TESTS)
-	$(RUN_TESTS) $(TEST_IOTESTS) $(TESTFLAGS)
+	$(RUN_TESTS) $(TEST_IOTESTS) $(TEST_TRIXIE) $(TESTFLAGS)
 
 test-full: fork check-patches ## [root] make test, the iotests for raw too, and the hostile driver and the soak on the base
+	$(MAKE) --no-print-directory check-patches LINE=trixie
 	$(call build-all,fork)
 	$(HARNESS_TESTS)
-	$(RUN_TESTS) --beside base --base base $(TESTFLAGS)
+	$(RUN_TESTS) $(TEST_TRIXIE) --beside base --base base $(TESTFLAGS)
 
 check: test ## [root] the same as make test
 

@@ -76,6 +76,9 @@ CHAOS_TIMEOUT = 900
 # io_uring, and a packed ring.
 CHAOS_BASE_CONFIGS = ['iothread', 'iothread-irq-noevidx', 'io_uring-irq',
                       'packed-irq']
+# The guest cases of the trixie line's fork in make test (suite
+# guest-trixie): what the bookworm line cannot run
+TRIXIE_GUEST_CASES = ['iothread-vq-mapping']
 # Seconds per fuzz target in 'make test' (make fuzz: FUZZ_SECONDS, longer).
 FUZZ_TEST_SECONDS = 30
 FUZZ_TARGETS = ['virtio-blk-fuzz', 'virtio-blk-flags-fuzz',
@@ -593,7 +596,7 @@ def run_guest(build, res, suite='guest', cases=()):
                     m.group(3) or '')
 
     cmd = [sys.executable, f'{TOP}/tests/guest/run.py', '--build',
-           os.path.basename(build)]
+           os.path.relpath(build, f'{TOP}/build')]
     if cases:
         cmd += ['--case', *cases]
     rc, timed_out = stream(cmd, GUEST_TIMEOUT, on_line)
@@ -1028,10 +1031,11 @@ def main():
                          'this build of the unpatched base, for comparison '
                          '(suites chaos-base, soak-base)')
     ap.add_argument('--trixie', metavar='BUILD',
-                    help='also run the block qtests and the hostile driver '
-                         'on this build of the trixie line\'s fork (make fork '
-                         'LINE=trixie: trixie/fork; suites qtest-trixie, '
-                         'chaos-trixie)')
+                    help='also run the block qtests, the hostile driver and '
+                         'the guest cases that need it on this build of the '
+                         'trixie line\'s fork (make fork LINE=trixie: '
+                         'trixie/fork; suites qtest-trixie, chaos-trixie, '
+                         'guest-trixie)')
     ap.add_argument('--update-expected-skips', action='store_true',
                     help='rewrite tests/expected-skips from the skips of '
                          'this run (the suites it ran), instead of checking '
@@ -1054,7 +1058,7 @@ def main():
     # Only what the chosen suites need: the base for its comparison runs
     base_suites = [x for x in ('chaos', 'guest') if x in suites] if args.base else []
     # and the trixie line's fork for the suites that run there too
-    trixie_suites = ([x for x in ('qtest', 'chaos') if x in suites]
+    trixie_suites = ([x for x in ('qtest', 'chaos', 'guest') if x in suites]
                      if args.trixie else [])
     beside = Beside([t for t in args.beside
                      if (t, True) in (('fuzz-build', 'fuzz' in suites),
@@ -1111,6 +1115,8 @@ def main():
                 run_qtests(trixie, res, 'qtest-trixie')
             if 'chaos' in trixie_suites:
                 run_chaos(trixie, res, 'chaos-trixie')
+            if 'guest' in trixie_suites:
+                run_guest(trixie, res, 'guest-trixie', TRIXIE_GUEST_CASES)
 
     skips = ExpectedSkips(f'{TOP}/tests/expected-skips', os.path.basename(build))
     if args.update_expected_skips:

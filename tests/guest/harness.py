@@ -39,9 +39,11 @@ def firmware_path(serial: str) -> str:
 
 
 def use_qemu_python(build: str) -> None:
-    """Import QEMUMachine from the build's own source tree."""
-    src = {'fork': 'fork', 'base': 'base'}.get(build, build)
-    for tree in (os.path.join(ROOT, 'build', 'src', src, 'python'),
+    """Import QEMUMachine from the build's own source tree: build/src/NAME
+    for build/NAME, build/LINE/src/NAME for build/LINE/NAME (another line
+    than bookworm, e.g. trixie/fork)."""
+    line, _, name = build.rpartition('/')
+    for tree in (os.path.join(ROOT, 'build', line, 'src', name, 'python'),
                  os.path.join(ROOT, 'build', 'src', 'base', 'python')):
         if os.path.isdir(os.path.join(tree, 'qemu', 'machine')):
             sys.path.insert(0, tree)
