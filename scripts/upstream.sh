@@ -20,7 +20,11 @@
 #     put first in PATH/PYTHONPATH for this build only (10.0 needs meson >=
 #     1.5; bookworm has 1.0.1).  Nothing is installed.  The meson is the
 #     newest of trixie when first fetched; UPSTREAM_REFRESH=1 asks the
-#     archive again.
+#     archive again;
+#   - trixie's seabios .deb, the same way, unpacked under
+#     .cache/upstream/seabios: scripts/firmware.sh links its BIOS into the
+#     10.0 builds (FIRMWARE_SEABIOS), the firmware a trixie host has
+#     (10.0's cdrom-test hangs with bookworm's SeaBIOS 1.16.2).
 # The machine's own apt sources and cache are untouched.  What is trusted
 # for the meson, as with apt-get source: the Debian archive keys in
 # /usr/share/keyrings/debian-archive-keyring.gpg (package
