@@ -161,7 +161,7 @@ RUN_TESTS = python3 tests/run.py --build fork --beside fuzz-build \
 TEST_IOTESTS = --iotests qcow2-threads --iotests qcow2-native --iotests qcow2-io_uring
 # Both run the block qtests, the hostile driver and the guest cases that
 # need 10.0 on the trixie line's fork, built beside the suites
-TEST_TRIXIE = --beside trixie-fork --trixie trixie/fork
+TEST_TRIXIE = --beside trixie-fork --trixie build/trixie/fork
 # The harness's own unit tests, run first by both
 HARNESS_TESTS = python3 -m unittest -q tests/test_run.py tests/test_record.py \
 	    tests/test_postmortem.py

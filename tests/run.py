@@ -115,6 +115,12 @@ def section_times():
 OTHER_BUILDS = {'-base': 'base', '-trixie': 'trixie'}
 
 
+def build_path(arg):
+    """A build named on the command line: a name under build/ (fork,
+    base), or a path, which has a "/" (build/trixie/fork)"""
+    return os.path.abspath(arg if '/' in arg else f'{TOP}/build/{arg}')
+
+
 def build_suite(build, suite):
     """BUILD:SUITE, what the patterns of tests/known-failures and
     tests/expected-skips match.  The suites NAME-base run on the unpatched
@@ -1034,8 +1040,8 @@ def main():
                     help='also run the block qtests, the hostile driver and '
                          'the guest cases that need it on this build of the '
                          'trixie line\'s fork (make fork LINE=trixie: '
-                         'trixie/fork; suites qtest-trixie, chaos-trixie, '
-                         'guest-trixie)')
+                         'build/trixie/fork; suites qtest-trixie, '
+                         'chaos-trixie, guest-trixie)')
     ap.add_argument('--update-expected-skips', action='store_true',
                     help='rewrite tests/expected-skips from the skips of '
                          'this run (the suites it ran), instead of checking '
@@ -1044,8 +1050,7 @@ def main():
     ap.add_argument('--summary', help='write the summary line here')
     args = ap.parse_args()
 
-    build = args.build if '/' in args.build else f'{TOP}/build/{args.build}'
-    build = os.path.abspath(build)
+    build = build_path(args.build)
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
@@ -1093,8 +1098,7 @@ def main():
     if 'fuzz' in suites and beside.ready('fuzz-build', 'fuzz', res):
         run_fuzz(build, res)
     if base_suites:
-        base = args.base if '/' in args.base else f'{TOP}/build/{args.base}'
-        base = os.path.abspath(base)
+        base = build_path(args.base)
         if 'chaos' in base_suites:
             suites.append('chaos-base')
             if beside.ready('base', 'chaos-base', res):
@@ -1106,8 +1110,7 @@ def main():
     if 'debug' in suites and beside.ready('debug-build', 'debug', res):
         run_debug(build, res, args.jobs)
     if trixie_suites:
-        trixie = os.path.abspath(args.trixie if '/' in args.trixie
-                                 else f'{TOP}/build/{args.trixie}')
+        trixie = build_path(args.trixie)
         for s in trixie_suites:
             suites.append(f'{s}-trixie')
         if beside.ready('trixie-fork', 'qtest-trixie', res):

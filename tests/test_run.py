@@ -76,6 +76,15 @@ class Accounting(unittest.TestCase):
         with redirect_stdout(io.StringIO()):
             self.assertEqual(res.add('iotests:raw-trixie', '307', 'fail'), 'fail')
 
+    def test_build_path(self):
+        # a name is under build/; a path (with a "/") is taken as it is,
+        # so that build/trixie/fork is not build/build/trixie/fork and
+        # trixie/fork not build/trixie/fork
+        self.assertEqual(run.build_path('fork'), f'{run.TOP}/build/fork')
+        self.assertEqual(run.build_path('build/trixie/fork'),
+                         os.path.abspath('build/trixie/fork'))
+        self.assertEqual(run.build_path('/x/trixie/fork'), '/x/trixie/fork')
+
     def test_racy_known_failure(self):
         # a race of the base: a failure is expected, a pass is a plain pass
         # (not "now passing"); on the fork it is an ordinary test
