@@ -122,7 +122,7 @@ apt_opts=(-o "Dir::State::Lists=$apt_dir/lists"
           -o "Dir::Etc::Preferences=/dev/null"
           -o "APT::Sandbox::User=root")
 
-fetch_meson() {
+fetch_debs() {
     mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" \
              "$apt_dir/parts" "$apt_dir/prefs" "$dl"
     rm -f "$apt_dir/parts/trixie.sources"   # with deb-src, before lines/
@@ -161,17 +161,16 @@ SOURCES
                                                       "seabios=$seabios_version") \
         >"$apt_dir/download.log" 2>&1 ||
         die "apt-get download of meson=$meson_version and seabios=$seabios_version failed; see $apt_dir/download.log"
-    echo "$seabios_version" >"$seabiosdir.version"
 }
 
-# Ask the archive for a meson only when there is none yet, or with
-# UPSTREAM_REFRESH=1 (a newer one then makes the build reconfigure).
+# Ask the archive for meson and seabios only when one of them is missing,
+# or with UPSTREAM_REFRESH=1 (a newer meson then makes the build reconfigure).
 meson_version=$(cat "$mesondir.stamp" 2>/dev/null || true)
-seabios_version=$(cat "$seabiosdir.version" 2>/dev/null || true)
+seabios_version=$(cat "$seabiosdir.stamp" 2>/dev/null || true)
 if [ -n "${UPSTREAM_REFRESH:-}" ] || [ -z "$meson_version" ] ||
    [ ! -f "$dl/meson_${meson_version#*:}_all.deb" ] || [ -z "$seabios_version" ] ||
    [ ! -f "$dl/seabios_${seabios_version#*:}_all.deb" ]; then
-    fetch_meson
+    fetch_debs
 fi
 meson_deb=$(ls "$dl"/meson_"${meson_version#*:}"_all.deb 2>/dev/null) ||
     die "apt-get download left no meson_${meson_version#*:}_all.deb in $dl"
