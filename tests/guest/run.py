@@ -3,7 +3,8 @@
 
     python3 tests/guest/run.py --build fork|base [--subset base] [--case NAME...]
 
-Prints `ok NAME` / `FAIL NAME: reason` per case and `N passed, N failed`;
+Prints `ok NAME` / `FAIL NAME: reason` / `skip NAME: reason` (a case that needs a
+device property this QEMU lacks) per case and `N passed, N failed, N skipped`;
 exits 1 if any case failed.  See docs/guest-tests.md.
 """
 
