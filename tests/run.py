@@ -159,15 +159,21 @@ class KnownFailures:
         return None, None
 
 
+# The lines of a failure's output that the summary repeats: the end of a
+# CI log is what is kept of it.
+FAILURE_LINES = 40
+
+
 class Results:
     def __init__(self, known):
         self.known = known
         self.items = []
 
-    def add(self, suite, test, status, detail='', retried=None):
+    def add(self, suite, test, status, detail='', retried=None, output=None):
         """status: pass, fail, skip or timeout, as the test ended; for a
         skip, detail is its reason.  retried: the status of the first
-        attempt, when the test was run again."""
+        attempt, when the test was run again.  output: what a failed test
+        printed about its failure (lines), repeated under the summary."""
         kind, reason = self.known.lookup(suite, test)
         if kind in ('fail', 'hang', 'racy'):
             if status in ('fail', 'timeout'):
@@ -178,6 +184,8 @@ class Results:
                 'detail': detail}
         if retried:
             item['retried'] = retried
+        if output and status in ('fail', 'timeout'):
+            item['output'] = output[-FAILURE_LINES:]
         self.items.append(item)
         if status not in ('pass', 'skip'):
             log(f'  {status.upper()}: {suite} {test} {detail}')
@@ -900,20 +908,28 @@ def run_check(build, config, tests, res, timeout, tmp):
 
     w = threading.Thread(target=watchdog, daemon=True)
     w.start()
-    results, reasons = {}, {}
+    results, reasons, outputs = {}, {}, {}
+    failed = None       # check prints a failed test's diff after "not ok"
     for line in p.stdout:
         print(f'    {tag} {line}', end='', flush=True)
         m = re.match(r'^# running \S+ (\S+)$', line)
         if m:
+            failed = None
             with lock:
                 current['test'], current['since'] = m.group(1), time.monotonic()
             continue
         m = re.match(r'^(ok|not ok) \S+ (\S+)( # SKIP)?', line)
+        if not m and failed:
+            outputs[failed].append(line.rstrip('\n'))
+            continue
         if m:
+            failed = None
             with lock:
                 current['test'] = None
             if m.group(1) == 'not ok':
                 status = 'fail'
+                failed = m.group(2)
+                outputs[failed] = []
             else:
                 status = 'skip' if m.group(3) else 'pass'
             results[m.group(2)] = status
@@ -930,7 +946,7 @@ def run_check(build, config, tests, res, timeout, tmp):
         elif status is None:
             status = 'fail'
         results[t] = status
-    return suite, results, reasons
+    return suite, results, reasons, outputs
 
 
 def notrun_reason(test_dir, test):
@@ -959,25 +975,26 @@ def iotests_config(build, res, config, timeout, tmp):
     # Tests in the tests/ subdirectory are selected by name only.
     tests = [os.path.basename(t) for t in tests]
     start = time.monotonic()
-    suite, results, reasons = run_check(build, config, tests, res,
-                                        timeout, tmp)
+    suite, results, reasons, outputs = run_check(build, config, tests, res,
+                                                 timeout, tmp)
     retry = [t for t, s in results.items()
              if s in ('fail', 'timeout') and res.is_flaky(suite, t)]
     first = {}
     if retry:
         log(f'  RETRY (listed as flaky): {suite} {" ".join(retry)}')
-        _, again, again_reasons = run_check(build, config, retry, res,
-                                            timeout, tmp)
+        _, again, again_reasons, again_outputs = run_check(
+            build, config, retry, res, timeout, tmp)
         for t in retry:
             log(f'  RETRY: {suite} {t}: {results[t]} then {again[t]}')
             first[t] = results[t]
             results[t] = again[t]
             if t in again_reasons:
                 reasons[t] = again_reasons[t]
+            outputs[t] = again_outputs.get(t)
     took = int(time.monotonic() - start)
     log(f'  {suite}: {len(tests)} tests in {took // 60}:{took % 60:02d}')
-    return [(suite, t, results[t], reasons.get(t, ''), first.get(t))
-            for t in tests]
+    return [(suite, t, results[t], reasons.get(t, ''), first.get(t),
+             outputs.get(t)) for t in tests]
 
 
 def run_iotests(build, res, configs, timeout, jobs):
@@ -996,8 +1013,9 @@ def run_iotests(build, res, configs, timeout, jobs):
                 for config in configs]
         # Added in the order of the configurations, whichever ends first
         for run in runs:
-            for suite, test, status, reason, first in run.result():
-                res.add(suite, test, status, reason, retried=first)
+            for suite, test, status, reason, first, output in run.result():
+                res.add(suite, test, status, reason, retried=first,
+                        output=output)
 
 
 def summary_line(res):
@@ -1151,6 +1169,8 @@ def main():
                 f'{i["retried"]})')
     for i in bad:
         log(f'FAILED: {i["suite"]} {i["test"]} ({i["status"]}) {i["detail"]}')
+        for line in i.get('output', []):
+            log(f'    | {line}')
     for i in res.items:
         if i['status'] == 'xpass':
             log(f'NOW PASSING (remove from tests/known-failures): '

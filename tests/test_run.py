@@ -268,7 +268,7 @@ class IotestsAtATime(unittest.TestCase):
             time.sleep(0.3 if config == 'qcow2-threads' else 0.1)
             with lock:
                 state['now'] -= 1
-            return [(f'iotests:{config}', '001', 'pass', '', None)]
+            return [(f'iotests:{config}', '001', 'pass', '', None, None)]
 
         run.iotests_config = fake
         try:
@@ -282,6 +282,42 @@ class IotestsAtATime(unittest.TestCase):
         self.assertEqual(state['most'], 2)
         self.assertEqual([i['suite'] for i in res.items],
                          [f'iotests:{c}' for c in configs])
+
+
+class IotestsFailureOutput(unittest.TestCase):
+    """A failed iotest's diff, which check prints after "not ok", is kept
+    with the failure and repeated under the summary, where a CI log that
+    keeps only its end still shows why the test failed."""
+
+    CHECK = """#!/bin/sh
+echo '# running qcow2 001'
+echo 'ok qcow2 001'
+echo '# running qcow2 281'
+echo 'not ok qcow2 281'
+echo '+ValueError: invalid literal' >&2
+echo '# running qcow2 002'
+echo 'ok qcow2 002'
+"""
+
+    def test_diff_kept(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(f'{d}/tests/qemu-iotests')
+            check = f'{d}/tests/qemu-iotests/check'
+            with open(check, 'w', encoding='utf-8') as f:
+                f.write(self.CHECK)
+            os.chmod(check, 0o755)
+            res = run.Results(run.KnownFailures(os.devnull, 'fork'))
+            with redirect_stdout(io.StringIO()):
+                _, results, _, outputs = run.run_check(
+                    d, 'qcow2-threads', ['001', '281', '002'], res, 60, d)
+        self.assertEqual(results, {'001': 'pass', '281': 'fail',
+                                   '002': 'pass'})
+        self.assertEqual(outputs, {'281': ['+ValueError: invalid literal']})
+        res.add('iotests:qcow2-threads', '281', 'fail', output=outputs['281'])
+        res.add('iotests:qcow2-threads', '002', 'pass', output=['ignored'])
+        self.assertEqual(res.items[0]['output'],
+                         ['+ValueError: invalid literal'])
+        self.assertNotIn('output', res.items[1])
 
 
 if __name__ == '__main__':
