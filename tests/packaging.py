@@ -1209,6 +1209,41 @@ class RepoTests:
             raise Fail(f'exit {r.returncode}: {r.stdout.strip()!r}')
         return r.stdout.strip()
 
+    def over_backports(self):
+        """A host that has bookworm-backports' QEMU 10.0 installed keeps it:
+        the pin (990) does not downgrade, as docs/install.md says; the
+        command it gives (explicit versions, --allow-downgrades) installs
+        the fork's newest version of all five and removes nothing.  (A pin
+        above 1000 would downgrade, and would also pull the fork back over
+        an admin who went back to Debian's packages: held-back-fallback.)"""
+        h = self.host
+        bpo = '1:10.0.2+ds-2+deb13u1~bpo12+1'
+        prefs = f'Package: {" ".join(PACKAGES)}\nPin: version {bpo}\nPin-Priority: 100\n'
+        h.installed({p: bpo for p in PACKAGES})
+        h.archive([self.debian_binnmu, bpo], prefs)
+        h.update()
+        fork = h.fork_known()
+        if not fork:
+            raise Fail(f'apt knows no +iobatch version: {h.policy()!r}')
+        newest = fork[0]
+        for v in fork[1:]:
+            if run(['dpkg', '--compare-versions', v, 'gt', newest], check=False).returncode == 0:
+                newest = v
+        for args in (('install', *PACKAGES), ('upgrade',)):
+            got = h.simulate(*args)
+            if got:
+                raise Fail(f'with {bpo} installed, apt-get -s {args[0]} would install {got}: '
+                           'install.md says apt keeps 10.0')
+        cmd = ['install', '--allow-downgrades'] + [f'{p}={newest}' for p in PACKAGES]
+        got = h.simulate(*cmd)
+        if not all_at(got, newest):
+            raise Fail(f'apt-get -s {" ".join(cmd)} would install {got}, want {newest} of all five')
+        sim = h.apt('-s', *cmd).stdout
+        if re.search(r'^Remv ', sim, re.M):
+            raise Fail(f'it would remove packages: {sim.strip()[-300:]!r}')
+        return (f'{bpo} installed: apt-get install and upgrade keep it; with explicit versions '
+                f'and --allow-downgrades apt installs {newest} of all five, removes nothing')
+
     def held_hook(self):
         """apt-get update runs the check through the shipped hook."""
         h = self.host
@@ -1280,6 +1315,7 @@ def main():
         report('held-back-hook', t.held_hook)
         report('held-back-rebuilt', t.held_rebuilt)
         report('held-back-not-fork', t.held_not_fork)
+        report('repo-over-backports', t.over_backports)
         stop_agent(f'{t.keydir}/gnupg')
     print(f'packaging: {failed} failed', flush=True)
     return 1 if failed else 0
