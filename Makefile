@@ -164,7 +164,7 @@ TEST_IOTESTS = --iotests qcow2-threads --iotests qcow2-native --iotests qcow2-io
 TEST_TRIXIE = --beside trixie-fork --trixie build/trixie/fork
 # The harness's own unit tests, run first by both
 HARNESS_TESTS = python3 -m unittest -q tests/test_run.py tests/test_record.py \
-	    tests/test_postmortem.py
+	    tests/test_postmortem.py tests/guest/test_unique_data.py
 
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
 	$(MAKE) --no-print-directory check-patches LINE=trixie

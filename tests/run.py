@@ -919,23 +919,23 @@ def run_check(build, config, tests, res, timeout, tmp):
                 current['test'], current['since'] = m.group(1), time.monotonic()
             continue
         m = re.match(r'^(ok|not ok) \S+ (\S+)( # SKIP)?', line)
-        if not m and failed:
-            outputs[failed].append(line.rstrip('\n'))
+        if not m:
+            if failed:
+                outputs[failed].append(line.rstrip('\n'))
             continue
-        if m:
-            failed = None
-            with lock:
-                current['test'] = None
-            if m.group(1) == 'not ok':
-                status = 'fail'
-                failed = m.group(2)
-                outputs[failed] = []
-            else:
-                status = 'skip' if m.group(3) else 'pass'
-            results[m.group(2)] = status
-            if status == 'skip':
-                reasons[m.group(2)] = notrun_reason(env['TEST_DIR'],
-                                                    m.group(2))
+        failed = None
+        with lock:
+            current['test'] = None
+        if m.group(1) == 'not ok':
+            status = 'fail'
+            failed = m.group(2)
+            outputs[failed] = []
+        else:
+            status = 'skip' if m.group(3) else 'pass'
+        results[m.group(2)] = status
+        if status == 'skip':
+            reasons[m.group(2)] = notrun_reason(env['TEST_DIR'], m.group(2))
+    p.stdout.close()
     p.wait()
     done.set()
     w.join()
@@ -1131,7 +1131,7 @@ def main():
         trixie = build_path(args.trixie)
         for s in trixie_suites:
             suites.append(f'{s}-trixie')
-        if beside.ready('trixie-fork', 'qtest-trixie', res):
+        if beside.ready('trixie-fork', f'{trixie_suites[0]}-trixie', res):
             if 'qtest' in trixie_suites:
                 run_qtests(trixie, res, 'qtest-trixie')
             if 'chaos' in trixie_suites:

@@ -313,8 +313,9 @@ echo 'ok qcow2 002'
         self.assertEqual(results, {'001': 'pass', '281': 'fail',
                                    '002': 'pass'})
         self.assertEqual(outputs, {'281': ['+ValueError: invalid literal']})
-        res.add('iotests:qcow2-threads', '281', 'fail', output=outputs['281'])
-        res.add('iotests:qcow2-threads', '002', 'pass', output=['ignored'])
+        with redirect_stdout(io.StringIO()):
+            res.add('iotests:qcow2-threads', '281', 'fail', output=outputs['281'])
+            res.add('iotests:qcow2-threads', '002', 'pass', output=['ignored'])
         self.assertEqual(res.items[0]['output'],
                          ['+ValueError: invalid literal'])
         self.assertNotIn('output', res.items[1])

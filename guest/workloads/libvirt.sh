@@ -29,8 +29,8 @@ echo "@@DISK iobatch-native $native iobatch-uring $uring iobatch-ctl $ctl"
 stats 0
 wait_go 1
 mark io-start
-verify_job "$native" "$ENGINE" "$MB"
-verify_job "$uring" "$ENGINE" "$MB"
+VSEED=1 verify_job "$native" "$ENGINE" "$MB"
+VSEED=2 verify_job "$uring" "$ENGINE" "$MB"
 stats 1
 wait_go 2
 mark go

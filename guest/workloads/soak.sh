@@ -4,11 +4,13 @@
 # host switches it to blkdebug errors and back; werror/rerror=stop keep
 # them from the guest).  Each disk has two regions of 2*MB MiB and, past
 # them, a header sector: the last round that completed on the disk and the
-# region it wrote.  Every boot first verifies (fio --verify_only), on every
-# disk, what its header names; then, until the host's clock passes
-# SOAK_END, it runs rounds: the verify workload on all disks at once, each
-# in the region its header does not name, then the new headers, then the
-# unplug of soak-uring and a verification of its data once it is back.
+# region it wrote.  A round writes the whole of its region with data of
+# its own (seed_of: fio randseed per round and disk).  Every boot first
+# verifies (fio --verify_only), on every disk, what its header names;
+# then, until the host's clock passes SOAK_END, it runs rounds: the verify
+# workload on all disks at once, each in the region its header does not
+# name, then the new headers, then the unplug of soak-uring and a
+# verification of its data once it is back.
 # After the last round, every disk's last round is verified once more.
 # A reset at any point loses nothing: the next boot verifies the data of
 # the last round that completed.  While fio runs, a ticker prints every
@@ -69,14 +71,23 @@ write_header() {
     echo "$2 $3" > "/tmp/state-$1"
 }
 
+# seed_of TAG ROUND: the fio randseed of ROUND's data on the disk: unique
+# to the round and the disk, and the same after a reset (the header names
+# the round), so that a lost write leaves data that does not verify.
+seed_of() {
+    case $1 in threads) i=0 ;; native) i=1 ;; uring) i=2 ;; *) i=3 ;; esac
+    echo $(($2 * 64 + i + 1))
+}
+
 # job TAG KIND ROUND REGION: start fio on the disk's REGION in the
-# background; KIND verify writes and verifies it, verifyonly-* verifies
-# what round ROUND wrote there.
+# background; KIND verify writes the whole of it with ROUND's data and
+# verifies it, verifyonly-* verifies that it holds what round ROUND wrote.
 job() {
     wait_disk "$1"
     name=$2-r$3-$1
-    verify_fio "/tmp/$name.fio" "$dev" "$(engine_of "$1")" "$MB" $(($4 * 2 * MB))
-    case $2 in verifyonly-*) opt=--verify_only ;; *) opt= ;; esac
+    case $2 in verifyonly-*) opt=--verify_only mode=verify ;; *) opt='' mode=write ;; esac
+    verify_fio "/tmp/$name.fio" "$dev" "$(engine_of "$1")" "$MB" $(($4 * 2 * MB)) \
+        "$(seed_of "$1" "$3")" $mode
     (
         rc=0
         fio --eta=never --output-format=json --output="/tmp/$name.json" \

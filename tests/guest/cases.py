@@ -273,6 +273,16 @@ CASES += [
          scenario='reset-storm', timeout=240,
          doc='6 system_resets with requests in flight; pattern-verified at every boot'),
 
+    # The target of --drop-write for the rounds (docs/testing.md, planted
+    # lost writes): four rounds on one disk and nothing else, so that the
+    # Nth write falls in a known round; round 3 is the first to rewrite a
+    # region.  Not in make test.
+    Case('rounds4', 'rounds',
+         [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=32, serial='rd0')],
+         env={'DISKS': 'rd0', 'MB': '8', 'ROUNDS': '4'}, timeout=240, long=True,
+         doc='4 rounds of the verify workload on one disk, nothing else: where'
+             ' --drop-write N lands in a known round'),
+
     Case('reset-storm-50', 'inflight',
          [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
          env={'MODE': 'storm', 'RESETS': '50', 'ENGINE': 'libaio'},

@@ -6,6 +6,7 @@ tree.  Every run has a deadline: a lost notification shows up as a hang,
 and the case then fails with the tail of the serial log.
 """
 
+import glob
 import json
 import logging
 import os
@@ -146,9 +147,10 @@ class Run:
     all, in order."""
 
     def __init__(self, case: Case, build: str, guest: str, tmp: str,
-                 break_notify: Optional[int]):
+                 break_notify: Optional[int], drop_write: Optional[int] = None):
         self.case, self.build, self.guest, self.tmp = case, build, guest, tmp
         self.break_notify = break_notify
+        self.drop_write = drop_write
         self.serial = os.path.join(tmp, 'serial.log')
         self.serials = [self.serial]
         self.pidfile = os.path.join(tmp, 'qemu.pid')
@@ -191,6 +193,8 @@ class Run:
         wrapper: List[str] = []
         if self.break_notify is not None:
             wrapper = gdb_wrapper(self.tmp, self.break_notify)
+        elif self.drop_write is not None:
+            wrapper = gdb_drop_write(self.tmp, self.drop_write)
         vm = QEMUMachine(self.binary, wrapper=wrapper,
                          name=self.case.name + (f'-{n}' if n else ''),
                          base_temp_dir=self.tmp, log_dir=self.tmp)
@@ -461,16 +465,20 @@ def umount(path: str) -> None:
     subprocess.run(['umount', path], check=False, capture_output=True)
 
 
-def gdb_wrapper(tmp: str, after: int) -> List[str]:
-    """Run QEMU under gdb, and make every virtio_notify() and
-    virtio_notify_irqfd() after the first `after` return without notifying
-    the guest: a deliberately lost notification."""
+def need_gdb(option: str) -> None:
     if not shutil.which('gdb'):
         if os.geteuid() == 0:
             subprocess.run(['apt-get', 'install', '-y', '-q', 'gdb'], check=True,
                            stdout=subprocess.DEVNULL)
         else:
-            raise SystemExit('--break-notify needs gdb: apt-get install -y gdb')
+            raise SystemExit(f'{option} needs gdb: apt-get install -y gdb')
+
+
+def gdb_wrapper(tmp: str, after: int) -> List[str]:
+    """Run QEMU under gdb, and make every virtio_notify() and
+    virtio_notify_irqfd() after the first `after` return without notifying
+    the guest: a deliberately lost notification."""
+    need_gdb('--break-notify')
     script = os.path.join(tmp, 'drop-notify.gdb')
     with open(script, 'w', encoding='ascii') as f:
         f.write('set confirm off\nset pagination off\n'
@@ -480,6 +488,30 @@ def gdb_wrapper(tmp: str, after: int) -> List[str]:
             f.write(f'break {fn} if ($n = $n + 1) > {after}\n'
                     'commands\nsilent\nreturn\ncontinue\nend\n')
         f.write('run\n')
+    return ['gdb', '-q', '-nx', '-batch', '-x', script, '--args']
+
+
+# What gdb prints when it dropped the write (gdb_drop_write).
+DROPPED_RE = re.compile(r'iobatch: dropped write (\d+): offset (\d+), (\d+) bytes')
+
+
+def gdb_drop_write(tmp: str, n: int) -> List[str]:
+    """Run QEMU under gdb, and make the n-th write that reaches a file
+    node (file-posix.c raw_co_pwritev: every aio mode, every image
+    format's data and metadata) return success without writing: a
+    deliberately lost write, which the guest's verification must see.
+    gdb prints DROPPED_RE into QEMU's log; the breakpoint is gone after."""
+    need_gdb('--drop-write')
+    script = os.path.join(tmp, 'drop-write.gdb')
+    with open(script, 'w', encoding='ascii') as f:
+        f.write('set confirm off\nset pagination off\n'
+                'handle SIGUSR1 SIGUSR2 SIGPIPE SIGALRM nostop noprint pass\n'
+                'set $w = 0\n'
+                f'break file-posix.c:raw_co_pwritev if ($w = $w + 1) == {n}\n'
+                'commands\nsilent\n'
+                'printf "iobatch: dropped write %d: offset %ld, %ld bytes\\n", $w, offset, bytes\n'
+                'disable\nreturn 0\ncontinue\nend\n'
+                'run\n')
     return ['gdb', '-q', '-nx', '-batch', '-x', script, '--args']
 
 
@@ -570,26 +602,65 @@ def fio_results(log: str) -> List[Tuple[str, dict]]:
 # to 0 as the disk went.
 CUT_ERRNOS = {5: 'EIO', 6: 'ENXIO', 19: 'ENODEV', 28: 'ENOSPC'}
 
+# The writers of the verify workload (guest/lib.sh verify_fio): qd1 and
+# qd32, or cpu0, cpu1, ... with SPLIT_CPUS; the reader beside each has
+# the writer's name and an r.
+VERIFY_WRITER = re.compile(r'qd1|qd32|cpu\d+')
+
+
+def size_bytes(text: str) -> int:
+    """A fio size option ("16M", "512k", "4096") in bytes.
+
+    >>> size_bytes('16M'), size_bytes('512k'), size_bytes('4096')
+    (16777216, 524288, 4096)
+    """
+    m = re.fullmatch(r'(\d+)([kKmMgG]?)i?[bB]?', text.strip())
+    if not m:
+        raise ValueError(f'not a fio size: {text!r}')
+    return int(m.group(1)) << {'': 0, 'k': 10, 'm': 20, 'g': 30}[m.group(2).lower()]
+
 
 def check_fio(case: Case, results: List[Tuple[str, dict]]) -> None:
     if not results:
         raise CaseFail('no fio results in the serial log')
     for name, res in results:
+        jobs = {j['jobname']: j for j in res['jobs']}
         for j in res['jobs']:
             jn = f'{name}/{j["jobname"]}'
-            if j['error'] and not (name.startswith('cut-') and j['error'] in CUT_ERRNOS):
+            cut = name.startswith('cut-')
+            if j['error'] and not (cut and j['error'] in CUT_ERRNOS):
                 raise CaseFail(f'fio {jn}: error {j["error"]}')
-            if j['read']['io_bytes'] + j['write']['io_bytes'] == 0:
+            if j['read']['io_bytes'] + j['write']['io_bytes'] == 0 and not cut:
+                # A job of a cut load may have started after the cut.
                 raise CaseFail(f'fio {jn}: no I/O')
-            if j['jobname'] in ('qd1', 'qd32') and not name.startswith('verifyonly-'):
-                if not (j['read']['io_bytes'] and j['write']['io_bytes']):
-                    raise CaseFail(f'fio {jn}: reads and writes not mixed')
-                if case.fsync and not j.get('sync', {}).get('total_ios'):
-                    raise CaseFail(f'fio {jn}: no flushes')
+            if VERIFY_WRITER.fullmatch(j['jobname']):
+                check_verify_job(case, name, jn, j, jobs.get(j['jobname'] + 'r'))
             if j['jobname'] == 'qd32' and j['job options'].get('iodepth', '32') == '32':
                 lv = j.get('iodepth_level', {})
                 if not any(float(v) > 0 for k, v in lv.items() if k != '1'):
                     raise CaseFail(f'fio {jn}: never more than one I/O in flight')
+
+
+def check_verify_job(case: Case, name: str, jn: str, j: dict, reader: Optional[dict]) -> None:
+    """A writer of the verify workload (guest/lib.sh verify_fio): it wrote
+    every block of its half once (a pass with data of its own, so the half
+    holds that pass as a whole) and verified all it wrote; beside it, its
+    reader read.  As --verify_only, it verified the whole half."""
+    size = size_bytes(j['job options'].get('size', '0'))
+    rd, wr = j['read']['io_bytes'], j['write']['io_bytes']
+    if name.startswith('verifyonly-'):
+        if size and rd != size:
+            raise CaseFail(f'fio {jn}: verified {rd} of the {size} bytes of its half')
+        return
+    if size and wr != size:
+        raise CaseFail(f'fio {jn}: wrote {wr} bytes, not its half ({size}) once')
+    if rd != wr:
+        raise CaseFail(f'fio {jn}: verified {rd} of the {wr} bytes it wrote')
+    if not reader or not reader['read']['io_bytes']:
+        raise CaseFail(f'fio {jn}: no reads beside the writes (its reader'
+                       f' {j["jobname"]}r)')
+    if case.fsync and not j.get('sync', {}).get('total_ios'):
+        raise CaseFail(f'fio {jn}: no flushes')
 
 
 def missing_property(prop: str, build: str) -> Optional[str]:
@@ -604,14 +675,29 @@ def missing_property(prop: str, build: str) -> Optional[str]:
     return f'this QEMU\'s virtio-blk-pci has no {prop}'
 
 
+def dropped(r: 'Run') -> str:
+    """What --drop-write did, from gdb's output in the logs of the case's
+    QEMUs (tmp/NAME.log, NAME-1.log ... after a migration: each QEMU
+    counts its own writes)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(r.tmp, glob.escape(r.case.name) + '*.log'))):
+        with open(path, encoding='utf-8', errors='replace') as f:
+            found += [f'dropped write {m.group(1)}: offset {m.group(2)}, {m.group(3)} bytes'
+                      + (f' ({os.path.basename(path)})' if len(r.vms) > 1 else '')
+                      for m in DROPPED_RE.finditer(f.read())]
+    return '; '.join(found) or f'no write dropped: fewer than {r.drop_write} writes'
+
+
 def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = None,
-             keep: bool = False) -> Tuple[bool, str, float]:
-    """Returns (ok, reason, seconds)."""
+             keep: bool = False, drop_write: Optional[int] = None) -> Tuple[bool, str, float]:
+    """Returns (ok, reason, seconds).  With drop_write, the reason says
+    which write gdb dropped (gdb_drop_write), also when the case passed:
+    then the case did not see it."""
     t0 = time.time()
     tmp = tempfile.mkdtemp(prefix=f'iobatch-guest-{case.name}-', dir='/dev/shm')
     r = None
     try:
-        r = Run(case, build, guest, tmp, break_notify)
+        r = Run(case, build, guest, tmp, break_notify, drop_write)
         r.deadline = time.time() + case.soak + case.timeout
         r.vm.launch()
         if break_notify is not None:
@@ -620,6 +706,19 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                 glog = f.read()
             if 'not defined' in glog or glog.count('Breakpoint ') < 2:
                 raise CaseFail('--break-notify: gdb did not set both breakpoints')
+        if drop_write is not None:
+            # gdb reads QEMU's symbols first (seconds on a loaded machine).
+            until = time.time() + 60
+            while True:
+                with open(os.path.join(tmp, case.name + '.log'), encoding='utf-8',
+                          errors='replace') as f:
+                    glog = f.read()
+                if 'Breakpoint 1 at' in glog or time.time() > until or 'rror' in glog:
+                    break
+                time.sleep(0.5)
+            if 'Breakpoint 1 at' not in glog:
+                raise CaseFail('--drop-write: gdb did not set its breakpoint'
+                               f' ({glog.strip()[-300:]})')
         SCENARIOS[case.scenario](r)
         m = r.wait_marker(r'@@RESULT rc=(\d+)')
         err = re.search(r'@@ERROR .*', r.log())
@@ -641,7 +740,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         if r.vm.exitcode() != 0:
             raise CaseFail(f'QEMU exited with {r.vm.exitcode()}')
         check_fio(case, fio_results(r.log()))
-        return True, '', time.time() - t0
+        return True, dropped(r) if drop_write is not None else '', time.time() - t0
     except CaseFail as e:
         tail = ''
         if r is not None:
@@ -656,6 +755,8 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                          'boot that hung or crawled, not a lost notification\n'
                          + state)
             r.kill()
+            if drop_write is not None:
+                e = CaseFail(f'{e} [{dropped(r)}]')
             tail = '\n'.join('    | ' + l for l in r.log().splitlines()[-25:])
             qlog = (r.vm.get_log() or '').strip()
             if qlog:

@@ -31,7 +31,7 @@ import subprocess
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from harness import CaseFail, Run
+from harness import CUT_ERRNOS, CaseFail, Run, fio_results
 
 MIGRATE_TIMEOUT = 120       # seconds for one migration
 MIGRATE_SLOW = 8 << 20      # bytes/s, until the moment to switch over
@@ -531,12 +531,57 @@ def tick_in_flight(r: Run, since: int) -> Optional[Dict[str, Tuple[int, int]]]:
     return None
 
 
+def cut_errors(results: List[Tuple[str, dict]], c: int) -> Dict[str, List[int]]:
+    """The errors that the jobs of cycle c's cut load (results cut-C-*,
+    guest/workloads/inflight.sh) ended with, by result/job.
+
+    >>> res = [('cut-1-reads', {'jobs': [{'jobname': 'ra', 'error': 5},
+    ...                                  {'jobname': 'ra', 'error': 0}]}),
+    ...        ('cut-1-pass', {'jobs': [{'jobname': 'wa', 'error': 28}]}),
+    ...        ('cut-2-reads', {'jobs': [{'jobname': 'ra', 'error': 6}]})]
+    >>> cut_errors(res, 1)
+    {'cut-1-reads/ra': [5, 0], 'cut-1-pass/wa': [28]}
+    """
+    out: Dict[str, List[int]] = {}
+    for name, res in results:
+        if name.startswith(f'cut-{c}-'):
+            for j in res['jobs']:
+                out.setdefault(f'{name}/{j["jobname"]}', []).append(j['error'])
+    return out
+
+
+def check_cut_seen(results: List[Tuple[str, dict]], c: int) -> str:
+    """The guest saw unplug c cut its load: some job of the cut load ended
+    with an error that a disk that goes gives (harness.CUT_ERRNOS; the
+    reads of the load fail with EIO once the disk's capacity is 0, a
+    write with ENOSPC).  A load that ended without one, or without
+    results, was not cut by the unplug.  Returns the errors, for the log.
+
+    >>> ok = [('cut-1-reads', {'jobs': [{'jobname': 'ra', 'error': 5}]})]
+    >>> check_cut_seen(ok, 1)
+    'cut-1-reads/ra EIO'
+    >>> check_cut_seen([('cut-1-reads', {'jobs': [{'jobname': 'ra', 'error': 0}]})], 1)
+    Traceback (most recent call last):
+    ...
+    harness.CaseFail: unplug 1: the guest saw no I/O error in its load (cut-1-reads/ra 0)
+    """
+    errs = cut_errors(results, c)
+    seen = {k: [CUT_ERRNOS[e] for e in v if e in CUT_ERRNOS] for k, v in errs.items()}
+    text = ', '.join(f'{k} {"/".join(map(str, v))}' for k, v in errs.items()) or 'no results'
+    if not any(seen.values()):
+        raise CaseFail(f'unplug {c}: the guest saw no I/O error in its load ({text})')
+    return ', '.join(f'{k} {"/".join(v)}' for k, v in seen.items() if v)
+
+
 def sc_unplug_inflight(r: Run) -> None:
     """CYCLES times: once the guest's load has requests in flight (and
     progresses), device_del; the guest's driver must finish them (Linux
     waits for its requests before it lets the device go: a lost
-    completion is no DEVICE_DELETED), the load ends with I/O errors,
-    device_add, and the guest verifies the whole disk."""
+    completion is no DEVICE_DELETED), the load ends with I/O errors (the
+    guest must have seen some: check_cut_seen), device_add, and the guest
+    checks the whole disk: every block holds the last complete pass or the
+    one the unplug cut, and the blocks of every write of that pass that
+    completed hold it (lib.sh check_gens)."""
     cycles = int(r.case.env['CYCLES'])
     for c in range(1, cycles + 1):
         pos = wait(r, lambda t, c=c: (m := re.search(rf'@@MARK unplug-me {c}\b', t)) and m.end(),
@@ -546,16 +591,22 @@ def sc_unplug_inflight(r: Run) -> None:
         r.qmp('device_del', id='vd0')
         event_where(r, 'DEVICE_DELETED', lambda e: e['data'].get('device') == 'vd0', 60)
         wait(r, lambda t, c=c: f'@@MARK unplugged {c}' in t, f'unplugged {c}', 60)
+        seen = check_cut_seen(fio_results(r.log()), c)
         r.device_add(0)
         wait(r, lambda t, c=c: f'@@MARK replugged {c}' in t, f'replugged {c}', 90)
-        say(r, f'unplug {c}: the tick before it {fmt_tick(tick)}')
+        info = wait(r, lambda t, c=c: re.search(rf'@@INFO check-replug{c}: (.*)', t),
+                    f'the check after replug {c}', 120)
+        say(r, f'unplug {c}: the tick before it {fmt_tick(tick)}; errors seen: {seen};'
+            f' {info.group(1).strip()}')
 
 
 def sc_reset_storm(r: Run) -> None:
     """RESETS system_resets, each after the boot verified the disk and
     started the load, once a tick shows requests in flight and progress
     (a reset must not end a hang), at a random moment within 0.5 s of it.
-    Boots must be resets + 1."""
+    Boots must be resets + 1; each boot checks that every block holds the
+    last complete pass or the one the reset cut (lib.sh check_gens: a
+    lost write of a complete pass, a torn or misplaced one fails it)."""
     resets = int(r.case.env['RESETS'])
     inflight_at = []
     t0 = time.time()
@@ -579,6 +630,11 @@ def sc_reset_storm(r: Run) -> None:
     verified = count(text, r'@@MARK boot-verified')
     if verified != boots:
         raise CaseFail(f'{verified} of {boots} boots verified the disk')
+    # What each boot found of the pass that the reset cut (lib.sh check_gens).
+    cut = re.findall(r'@@INFO check-boot(\d+): \d+ of (\d+) blocks hold pass \d+,'
+                     r' (\d+) pass (\d+)', text)
+    say(r, 'blocks of the pass the reset cut, found by the next boot: '
+        + (', '.join(f'boot {b}: {n}/{t} of pass {k}' for b, t, n, k in cut) or 'none'))
 
 
 # -- out of space ---------------------------------------------------------------

@@ -35,9 +35,14 @@ def main() -> int:
     ap.add_argument('--list', action='store_true', help='print the case table')
     ap.add_argument('--timeout-scale', type=float, default=1.0,
                     help='multiply every case timeout (slow machine)')
-    ap.add_argument('--break-notify', type=int, metavar='N', default=None,
+    planted = ap.add_mutually_exclusive_group()
+    planted.add_argument('--break-notify', type=int, metavar='N', default=None,
                     help='check the harness: run QEMU under gdb and drop every virtio '
                     'guest notification after the first N; cases must FAIL by timeout')
+    planted.add_argument('--drop-write', type=int, metavar='N', default=None,
+                    help='check that the cases see a lost write: run QEMU under gdb and make '
+                    'the Nth write to an image file succeed without writing; cases must '
+                    'FAIL by verification (docs/testing.md)')
     ap.add_argument('--soak-seconds', type=int, metavar='N', default=None,
                     help='how long the soak case loops (default: $SOAK_SECONDS or 150; '
                     'the long run is 3600)')
@@ -96,10 +101,11 @@ def main() -> int:
         c.timeout = int(c.timeout * a.timeout_scale)
         if c.soak and a.soak_seconds:
             c.soak = a.soak_seconds
-        ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep)
+        ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep,
+                                         a.drop_write)
         if ok:
             passed += 1
-            print(f'ok {c.name} ({secs:.0f}s)', flush=True)
+            print(f'ok {c.name}{": " + why if why else ""} ({secs:.0f}s)', flush=True)
         else:
             failed += 1
             first, _, rest = why.partition('\n')
