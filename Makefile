@@ -156,9 +156,11 @@ distclean: ## remove build/ and .cache/ (everything built and downloaded)
 RUN_TESTS = python3 tests/run.py --build fork --beside fuzz-build \
 	    --beside debug-build --json build/test-results.json \
 	    --summary build/test-summary.txt
-# make test runs qemu-iotests for qcow2 in the three aio modes; test-full
-# for raw too (docs/testing.md, "make test-full")
-TEST_IOTESTS = --iotests qcow2-threads --iotests qcow2-native --iotests qcow2-io_uring
+# make test runs qemu-iotests for qcow2 in the three aio modes, all three
+# at once (they wait far more than they compute); test-full for raw too,
+# two at a time (docs/testing.md, "make test-full")
+TEST_IOTESTS = --iotests qcow2-threads --iotests qcow2-native --iotests qcow2-io_uring \
+	    --iotest-jobs 3
 # Both run the block qtests, the hostile driver and the guest cases that
 # need 10.0 on the trixie line's fork, built beside the suites
 TEST_TRIXIE = --beside trixie-fork --trixie build/trixie/fork
