@@ -624,6 +624,68 @@ def run_guest(build, res, suite='guest', cases=()):
         check_guest_cases(build, res, suite)
 
 
+# The planted defects of docs/testing.md#planted-defects: runs of
+# tests/guest/run.py that must FAIL, and say why in words that match
+# (name, case, options, what the FAIL line must say).  A run that passes
+# is a blind check; one that fails some other way proves nothing.
+PLANTED = [
+    # Every guest notification after the first 200 is dropped: the guest
+    # waits for an interrupt that never comes, and the case times out.
+    ('lost-interrupt', 'pw-threads-noiot-q1-evidx-split-raw',
+     ['--break-notify', '200', '--timeout-scale', '0.5'], r'^timeout'),
+    # Write 450 reaches no image: round 3 rewrites the region that round
+    # 1 wrote, and fio's verify of round 3 finds round 1's data.
+    ('lost-write-rounds', 'rounds4', ['--subset', 'long', '--drop-write', '450'],
+     r'@@ERROR fio verify-r\d+-rd0 rc=\d+.*\[dropped write 450:'),
+    # Write 4500 is in the second pass, whose writes completed before the
+    # unplug cut the third: the check after the replug finds the block.
+    ('lost-write-unplug', 'unplug-inflight', ['--drop-write', '4500'],
+     r'@@ERROR check-\S+: .*\[dropped write 4500:'),
+    # Write 4400 of at least 4 KiB is early in pass 2, the pass that the
+    # reset cuts once its header says 2 of its 16 chunks completed: the
+    # next boot finds the block of a complete chunk without pass 2.
+    ('lost-write-reset', 'reset-once',
+     ['--subset', 'long', '--drop-write', '4400', '--drop-min-bytes', '4096'],
+     r'@@ERROR check-boot2: .*\[dropped write 4400:'),
+]
+PLANTED_TIMEOUT = 900
+
+
+def run_planted(build, res, planted=None, runner=None):
+    """Each planted defect of PLANTED (or @planted) on @build: the guest
+    case must FAIL as its pattern says (res: pass), never pass (fail: the
+    check is blind) nor fail otherwise (fail: the defect was not what
+    failed it).  @runner: tests/guest/run.py, or a stand-in for the unit
+    tests."""
+    log('== planted defects: guest cases that must fail (tests/guest/run.py)')
+    runner = runner or f'{TOP}/tests/guest/run.py'
+    for name, case, opts, want in planted or PLANTED:
+        cmd = [sys.executable, runner, '--build',
+               os.path.relpath(build, f'{TOP}/build'), '--case', case, *opts]
+        lines = []
+
+        def on_line(line, lines=lines):
+            print('   ', line, end='', flush=True)
+            lines.append(line.rstrip('\n'))
+
+        rc, timed_out = stream(cmd, PLANTED_TIMEOUT, on_line)
+        got = [l for l in lines if re.match(rf'(ok|FAIL) {re.escape(case)}\b', l)]
+        what = f'{case} {" ".join(opts)}'
+        if timed_out:
+            res.add('planted', name, 'timeout', f'{what}: killed after {PLANTED_TIMEOUT}s')
+        elif len(got) != 1:
+            res.add('planted', name, 'fail', f'{what}: {len(got)} results for the case'
+                    f' (exit status {rc})')
+        elif got[0].startswith('ok '):
+            res.add('planted', name, 'fail', f'{what}: the case passed; its check is blind'
+                    f' to the planted defect ({got[0]})')
+        elif rc == 0 or not re.search(want, got[0].split(': ', 1)[-1]):
+            res.add('planted', name, 'fail', f'{what}: failed, but not as planted'
+                    f' (want /{want}/, exit status {rc}): {got[0]}')
+        else:
+            res.add('planted', name, 'pass', f'seen: {got[0]}')
+
+
 def expected_guest_cases(subset, path=None):
     """The cases of @subset in tests/expected-guest-cases"""
     path = path or f'{TOP}/tests/expected-guest-cases'
@@ -1034,8 +1096,8 @@ def main():
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
                     choices=['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
-                             'unit', 'qtest', 'iotests', 'guest', 'libvirt', 'check-update',
-                             'debug'],
+                             'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
+                             'check-update', 'debug'],
                     help='run only this suite (repeatable)')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
@@ -1073,8 +1135,12 @@ def main():
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
     suites = args.suite or ['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
-                            'unit', 'qtest', 'iotests', 'guest', 'libvirt', 'check-update',
-                            'debug']
+                            'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
+                            'check-update', 'debug']
+    if not args.suite and os.path.basename(build) != 'fork':
+        # The planted defects test the checks of the harness, not the
+        # QEMU under them: once, on the fork, is enough.
+        suites.remove('planted')
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
@@ -1107,6 +1173,8 @@ def main():
                     args.iotest_timeout, args.iotest_jobs)
     if 'guest' in suites:
         run_guest(build, res)
+    if 'planted' in suites:
+        run_planted(build, res)
     if 'libvirt' in suites:
         run_libvirt(build, res)
     if 'check-update' in suites:

@@ -251,6 +251,57 @@ class StartedReported(unittest.TestCase):
                          {('a', 'pass'), ('b', 'pass'), ('configure.py', 'fail')})
 
 
+class PlantedMustFail(unittest.TestCase):
+    """run_planted: a planted defect counts as seen only if its case
+    FAILs with the words its pattern wants; a case that passes is a blind
+    check, and one that fails some other way proves nothing."""
+
+    # A stand-in for tests/guest/run.py: it prints its option --say, with
+    # CASE replaced by the case's name.
+    FAKE = ('import sys\n'
+            'case = sys.argv[sys.argv.index("--case") + 1]\n'
+            'line = sys.argv[sys.argv.index("--say") + 1]\n'
+            'print("# guest ...")\n'
+            'print(line.replace("CASE", case) + " (3s)")\n'
+            'sys.exit(0 if line.startswith("ok") else 1)\n')
+
+    def planted(self, *outputs):
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, 'run.py')
+            with open(fake, 'w', encoding='utf-8') as f:
+                f.write(self.FAKE)
+            res = run.Results(run.KnownFailures(os.devnull, 'fork'))
+            planted = [(f'p{k}', f'c{k}', ['--drop-write', '7', '--say', out],
+                        r'@@ERROR check-\S+: .*\[dropped write 7:')
+                       for k, out in enumerate(outputs)]
+            with redirect_stdout(io.StringIO()):
+                run.run_planted(f'{run.TOP}/build/fork', res, planted, runner=fake)
+        return [(i['test'], i['status'], i['detail']) for i in res.items]
+
+    def test_seen(self):
+        got = self.planted('FAIL CASE: guest error: @@ERROR check-boot1: 1 of 4352 blocks'
+                           ' do not hold pass 1 [dropped write 7: offset 0, 4096 bytes]')
+        self.assertEqual([g[:2] for g in got], [('p0', 'pass')])
+
+    def test_blind(self):
+        got = self.planted('ok CASE: dropped write 7: offset 0, 4096 bytes')
+        self.assertEqual(got[0][:2], ('p0', 'fail'))
+        self.assertIn('blind', got[0][2])
+
+    def test_failed_otherwise(self):
+        got = self.planted('FAIL CASE: QEMU exited (rc -11) before /@@BOOT/'
+                           ' [dropped write 7: offset 0, 4096 bytes]',
+                           'FAIL CASE: guest error: @@ERROR check-boot1: 1 of 4352 blocks'
+                           ' [no write dropped: fewer than 7 writes]')
+        self.assertEqual([g[:2] for g in got], [('p0', 'fail'), ('p1', 'fail')])
+        self.assertIn('not as planted', got[0][2])
+
+    def test_no_result(self):
+        got = self.planted('# nothing')
+        self.assertEqual(got[0][:2], ('p0', 'fail'))
+        self.assertIn('0 results', got[0][2])
+
+
 class IotestsAtATime(unittest.TestCase):
     """run_iotests: JOBS configurations at a time, never more, and the
     results added in the order of the configurations."""
