@@ -202,11 +202,17 @@ ticker() {
 # block of an earlier pass, a torn one a block of neither, a misplaced one
 # the wrong offset.  Scratch files go to WL_TMP (default /tmp).
 
-# gen_job FILE KIND K: the fio job file of KIND on both regions of DEV
+# gen_job FILE KIND K [N]: the fio job file of KIND on both regions of DEV
 # (ENGINE, default io_uring), with pass K's data:
 #   pass   write every block once, in random order (iodepth 8), an fsync
 #          every 16 writes and at the end; log each write that completed
-#          (its offset and length, WL_TMP/done-K_clat.N.log);
+#          (its offset and length, WL_TMP/done-K_clat.N.log).  With N > 1,
+#          in N chunks, one after the other (fio job groups): chunk C is
+#          the Cth of N equal slices of each region, written in random
+#          order and flushed; beside chunk C+1 a job writes the header
+#          sector HDR: "IOBATCH-PASS K-1 BOOT C " (BOOT: $boot), so after
+#          a reset the header says which chunks of the cut pass completed
+#          (check_gens);
 #   reads  random reads of both regions for 600 s (4 threads each, psync),
 #          unverified;
 #   check  read every block (iodepth 16) and verify that it holds pass K,
@@ -215,6 +221,9 @@ ticker() {
 #          again: the reads can verify it while it is rewritten) and reads
 #          that verify it.
 gen_job() {
+    n=${4:-1}
+    [ "$2" = pass ] || [ "$n" = 1 ] || fail "gen_job $2 in $n chunks"
+    chunks_ok "$n"
     cat > "$1" <<JOB
 [global]
 filename=$DEV
@@ -226,9 +235,14 @@ JOB
     pat="verify_pattern=\"IOBATCH-$(printf %06d "$3"):\"%o"
     case $2 in
         pass)
-            for r in a b; do
-                cat >> "$1" <<JOB
-[w$r]
+            c=0
+            while [ $c -lt "$n" ]; do
+                c=$((c + 1))
+                [ "$n" = 1 ] && sfx= || sfx=-$c
+                for r in a b; do
+                    cat >> "$1" <<JOB
+[w$r$sfx]
+$([ $c = 1 ] || [ $r = b ] || echo stonewall)
 rw=randwrite
 iodepth=8
 fsync=16
@@ -238,8 +252,11 @@ $pat
 do_verify=0
 write_lat_log=${WL_TMP:-/tmp}/done-$3
 log_offset=1
-$(region $r)
+$(region $r "$c" "$n")
 JOB
+                done
+                [ $c = 1 ] || printf '[h%s]\nioengine=psync\nrw=write\nbs=512\nsize=512\noffset=%s\nbuffer_pattern="IOBATCH-PASS %s %s %s "\nend_fsync=1\n' \
+                    "$sfx" $((HDR * 512)) $(($3 - 1)) "${boot:-0}" $((c - 1)) >> "$1"
             done
             ;;
         reads)
@@ -285,12 +302,31 @@ JOB
     esac
 }
 
-# region a|b: the fio options of region A or B.
+# region a|b [C N]: the fio options of region A or B, or of its Cth of N
+# equal slices (chunk C, gen_job pass).
 region() {
+    set -- "$1" "${2:-1}" "${3:-1}"
     case $1 in
-        a) printf 'bs=4k\noffset=0\nsize=%sM' "$A_MB" ;;
-        b) printf 'bs=128k\noffset=%sM\nsize=%sM' "$A_MB" "$B_MB" ;;
+        a) printf 'bs=4k\noffset=%sk\nsize=%sk' $((($2 - 1) * A_MB * 1024 / $3)) \
+               $((A_MB * 1024 / $3)) ;;
+        b) printf 'bs=128k\noffset=%sk\nsize=%sk' $((A_MB * 1024 + ($2 - 1) * B_MB * 1024 / $3)) \
+               $((B_MB * 1024 / $3)) ;;
     esac
+}
+
+# chunks_ok N: both regions split into N chunks of whole blocks, and a
+# header sector HDR to say how many completed.
+chunks_ok() {
+    [ "$1" -ge 1 ] && [ $((A_MB * 256 % $1)) = 0 ] && [ $((B_MB * 8 % $1)) = 0 ] ||
+        fail "$1 chunks do not split $A_MB MiB of 4 KiB blocks and $B_MB MiB of 128 KiB"
+    [ "$1" = 1 ] || [ -n "${HDR:-}" ] || fail "chunks need HDR, the header sector"
+}
+
+# chunk_blocks C N FILE: the offsets in FILE (one a line) that are in the
+# first C of N chunks (region's slices, gen_job pass).
+chunk_blocks() {
+    awk -v c="$1" -v n="$2" -v a=$((A_MB * 1048576)) -v b=$((B_MB * 1048576)) '
+        { i = $1 < a ? int($1 / (a / n)) : int(($1 - a) / (b / n)); if (i < c) print }' "$3"
 }
 
 # both FILE1 FILE2: the first 5 lines that are in both files, on one line
@@ -299,17 +335,19 @@ both() {
     awk 'NR == FNR { s[$0]; next } $0 in s { print; if (++n == 5) exit }' "$1" "$2" | tr '\n' ' '
 }
 
-# check_gens NAME K [K2 [LOG...]]: every block of both regions holds pass
-# K whole, or (with K2) pass K2 whole; and every block on which a write of
-# pass K2 completed (LOG: pass K2's fio latency logs, gen_job pass) holds
-# pass K2.  That is what a pass K2 that the host cut off (unplug, reset)
-# after a complete pass K may leave.  Reads both regions once per pass
+# check_gens NAME K [K2 C [LOG...]]: every block of both regions holds pass
+# K whole, or (with K2) pass K2 whole; every block of the first C of
+# CHUNKS chunks of pass K2 (gen_job pass K2 CHUNKS: those the header said
+# were complete) holds pass K2; and every block on which a write of pass
+# K2 completed (LOG: pass K2's fio latency logs, gen_job pass) holds pass
+# K2.  That is what a pass K2 that the host cut off (unplug, reset) after
+# a complete pass K may leave.  Reads both regions once per pass
 # (both at once); prints @@INFO NAME: how many blocks hold which pass;
 # fails naming the blocks that hold neither, or that lost a completed
 # write.
 check_gens() {
-    name=$1 k1=$2 k2=${3:-} wt=${WL_TMP:-/tmp}
-    shift 2; [ $# = 0 ] || shift
+    name=$1 k1=$2 k2=${3:-} nc=${4:-0} wt=${WL_TMP:-/tmp}
+    shift 2; [ $# = 0 ] || shift 2
     nblk=$((A_MB * 256 + B_MB * 8))
     # fio prints a line for each block that fails: one fio per pass and
     # region, each with an output of its own, its job a thread (the lines
@@ -372,10 +410,18 @@ check_gens() {
     lost=$(both "$wt/$name.done" "$wt/$name-$k2.bad")
     [ -z "$lost" ] || fail "$name: writes of pass $k2 completed but their blocks do not hold" \
         "it (lost writes), e.g. offsets $lost"
+    chunked=
+    if [ "$nc" != 0 ]; then
+        chunks_ok "${CHUNKS:-1}"
+        lost=$(chunk_blocks "$nc" "$CHUNKS" "$wt/$name-$k2.bad" | head -n 5 | tr '\n' ' ')
+        [ -z "$lost" ] || fail "$name: blocks of the first $nc of $CHUNKS chunks of pass $k2," \
+            "which completed, do not hold it (lost writes), e.g. offsets $lost"
+        chunked=", and the first $nc of $CHUNKS chunks of it whole"
+    fi
     if [ $# = 0 ]; then
         what="no log of the writes of pass $k2 that completed"
     else
         what="$done_n writes of pass $k2 completed, all there"
     fi
-    echo "@@INFO $name: $((nblk - n1)) of $nblk blocks hold pass $k1, $((nblk - n2)) pass $k2; $what"
+    echo "@@INFO $name: $((nblk - n1)) of $nblk blocks hold pass $k1, $((nblk - n2)) pass $k2; $what$chunked"
 }

@@ -4,7 +4,9 @@
 # guest writes them in passes: pass K writes every block once, in random
 # order, with data of its own (lib.sh gen_job: "IOBATCH-K:" and the
 # block's offset, repeated), and logs each write that completed; once it
-# is complete (and flushed), the header names it: IOBATCH-PASS K BOOT.
+# is complete (and flushed), the header names it: IOBATCH-PASS K BOOT 0.
+# A pass that a reset may cut (MODE=storm) goes in CHUNKS chunks, and the
+# header says how many of them completed: IOBATCH-PASS K-1 BOOT C.
 #
 # The load: the passes one after the other and, beside them, random reads
 # (unverified: when a disk goes, the guest's driver sets its capacity to
@@ -16,7 +18,9 @@
 # older pass) where the guest saw K+1 complete; a torn or misplaced one,
 # a block of neither.  After an unplug the guest still has the log of the
 # cut pass; after a reset it does not (the log was in its memory), and
-# the check is of the header's pass and the next.  After each check a
+# the check is of the header's pass and the next, whose first C chunks
+# must hold it whole (a write lost in chunk C+1, the one the reset cut,
+# stays unseen: 1/CHUNKS of a pass).  After each check a
 # pass runs to its end, so the next cut again meets one complete pass.
 #
 # MODE=unplug: CYCLES times, the load runs (@@MARK unplug-me N) until the
@@ -31,21 +35,23 @@
 # Both end with a bounded load (LOAD_SECONDS) that rewrites the last pass's
 # data as it is (so that its reads can verify it) and must complete without
 # an error, and a check that every block holds that pass.
-A_MB=${A_MB:-16} B_MB=${B_MB:-32}
+A_MB=${A_MB:-16} B_MB=${B_MB:-32} CHUNKS=${CHUNKS:-1}
 HDR=$(((A_MB + B_MB) * 2048))
 DEV=/dev/vda
 
-# header K: the header names pass K (complete and flushed) and this boot
-# ("IOBATCH-PASS K BOOT ", repeated over the sector).  Written by fio with
+# header K: the header names pass K (complete and flushed), this boot and
+# no chunk of the next ("IOBATCH-PASS K BOOT 0 ", repeated over the
+# sector; gen_job pass writes the chunks' headers).  Written by fio with
 # allow_file_create=0: dd would make a file of the name of a disk that
 # went, and the disk's node could not come back.
 header() {
     fio --eta=never --output=/dev/null --name=header --filename=$DEV --allow_file_create=0 \
         --ioengine=psync --direct=1 --rw=write --bs=512 --size=512 --offset=$((HDR * 512)) \
-        --buffer_pattern="\"IOBATCH-PASS $1 $boot \"" --end_fsync=1 --verify_state_save=0
+        --buffer_pattern="\"IOBATCH-PASS $1 $boot 0 \"" --end_fsync=1 --verify_state_save=0
 }
 
-# run_pass K: pass K to its end, then the header.
+# run_pass K: pass K to its end (in one chunk: no reset cuts it), then
+# the header.
 run_pass() {
     gen_job "/tmp/pass-$1.fio" pass "$1"
     fio_json "pass-$1" "/tmp/pass-$1.fio"
@@ -67,7 +73,7 @@ cut_load() {
     k=$pass last=$pass
     while [ -b $DEV ] && kill -0 $reads 2>/dev/null; do
         k=$((k + 1))
-        gen_job /tmp/cut-pass.fio pass $k
+        gen_job /tmp/cut-pass.fio pass $k "$CHUNKS"
         # allow_file_create=0: should the disk go before fio opens it,
         # fio fails rather than make a file of that name.
         rc=0
@@ -109,11 +115,13 @@ wait_dev $DEV
 h=$(dd if=$DEV bs=512 skip=$HDR count=1 2>/dev/null | tr -d '\000')
 case $h in
     "IOBATCH-PASS "*)
+        # shellcheck disable=SC2086  # the header's words
         set -- ${h#IOBATCH-PASS }
-        pass=$1 boot=$(($2 + 1))
+        pass=$1 boot=$(($2 + 1)) done=$3
         # The boot before was cut off by a reset during pass $pass+1 (or
-        # between two passes); its log of completed writes is gone.
-        check_gens "check-boot$boot" "$pass" $((pass + 1))
+        # between two passes), after its first $done chunks; its log of
+        # completed writes is gone.
+        check_gens "check-boot$boot" "$pass" $((pass + 1)) "$done"
         pass=$((pass + 2))
         ;;
     "")
@@ -142,7 +150,7 @@ case $MODE in
             read -r last cut < /tmp/passes
             logs=$(ls /tmp/done-"$cut"_clat.*.log 2>/dev/null || true)
             # shellcheck disable=SC2086  # one word a log
-            check_gens "check-replug$c" "$last" "$cut" $logs
+            check_gens "check-replug$c" "$last" "$cut" 0 $logs
             rm -f /tmp/done-*.log
             pass=$((cut + 1))
             run_pass $pass

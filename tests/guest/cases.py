@@ -101,6 +101,22 @@ def _migrate_case(name, rows, long=False):
                 long=long, doc=f'2 live migrations during verified I/O: {doc}')
 
 
+def _migrate_debian_case(machine, aio):
+    """Live migration between Debian's own qemu-system-x86 (the pinned
+    version, from its .deb) and the fork, both ways: a host upgraded to the
+    fork, and the rollback.  No fork-only device property: Debian's QEMU
+    must accept the same command line."""
+    disks = [Disk(aio=aio, iothread=True, num_queues=2, serial='deb0', size_mb=4 * MIGRATE_MB),
+             Disk(aio='threads', num_queues=1, serial='deb1', size_mb=4 * MIGRATE_MB)]
+    return Case(f'migrate-debian-{machine}', 'rounds', disks,
+                env={'DISKS': 'deb0 deb1', 'MB': str(MIGRATE_MB), 'CTL': '1'},
+                machine=machine, ctl=True, scenario='migrate', scenario_args={'hops': 2},
+                binaries=('debian', 'build'), timeout=300,
+                doc=f'-M {machine}: live migration from Debian\'s qemu-system-x86 to the'
+                    f' build and back, each during verified I/O ({aio} on an IOThread;'
+                    ' threads)')
+
+
 VERIFY_ENV = {'DEV': '/dev/vda', 'MB': '32', 'ZERO': '1'}
 # stop-cont: rounds of the verify workload (io_uring) until the host has
 # stopped the VM 4 times, each during a round's writes (ops.sc_stopcont).
@@ -229,6 +245,9 @@ CASES += [
     _migrate_case(f'migrate-full{k + 1:02}', MIGRATE_FULL[3 * k:3 * k + 3], long=True)
     for k in range(len(MIGRATE_FULL) // 3)
 ] + [
+    _migrate_debian_case('pc', 'io_uring'),
+    _migrate_debian_case('q35', 'native'),
+] + [
     Case('blockjobs', 'rounds',
          [Disk(aio='native', iothread=True, num_queues=2, size_mb=32, serial='job0'),
           Disk(aio='io_uring', num_queues=2, size_mb=32, serial='job1')],
@@ -269,9 +288,19 @@ CASES += [
 
     Case('reset-storm', 'inflight',
          [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
-         env={'MODE': 'storm', 'RESETS': '6', 'ENGINE': 'libaio'},
+         env={'MODE': 'storm', 'RESETS': '6', 'ENGINE': 'libaio', 'CHUNKS': '16'},
          scenario='reset-storm', timeout=240,
          doc='6 system_resets with requests in flight; pattern-verified at every boot'),
+
+    # The target of the planted lost write of a reset (docs/testing.md):
+    # reset-storm with one reset, so that write N falls in boot 1.  Not in
+    # make test (its suite planted runs it).
+    Case('reset-once', 'inflight',
+         [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
+         env={'MODE': 'storm', 'RESETS': '1', 'ENGINE': 'libaio', 'CHUNKS': '16'},
+         scenario='reset-storm', timeout=180, long=True,
+         doc='one system_reset with requests in flight: where --drop-write N lands in'
+             ' the pass that the reset cuts'),
 
     # The target of --drop-write for the rounds (docs/testing.md, planted
     # lost writes): four rounds on one disk and nothing else, so that the
@@ -285,7 +314,7 @@ CASES += [
 
     Case('reset-storm-50', 'inflight',
          [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
-         env={'MODE': 'storm', 'RESETS': '50', 'ENGINE': 'libaio'},
+         env={'MODE': 'storm', 'RESETS': '50', 'ENGINE': 'libaio', 'CHUNKS': '16'},
          scenario='reset-storm', timeout=1800, long=True,
          doc='50 system_resets with requests in flight; pattern-verified at every boot'),
 

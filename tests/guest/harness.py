@@ -6,6 +6,7 @@ tree.  Every run has a deadline: a lost notification shows up as a hang,
 and the case then fails with the tail of the serial log.
 """
 
+import functools
 import glob
 import json
 import logging
@@ -39,6 +40,18 @@ def firmware_path(serial: str) -> str:
     return os.path.join(d, f.replace('serial', 'firmware', 1))
 
 
+@functools.lru_cache(maxsize=None)
+def debian_qemu() -> str:
+    """A qemu-system-x86_64 that runs Debian's own package of the pinned
+    version (scripts/debian-qemu.sh fetches it once)."""
+    p = subprocess.run([os.path.join(ROOT, 'scripts', 'debian-qemu.sh')],
+                       stdout=subprocess.PIPE, text=True, check=False)
+    if p.returncode != 0:
+        raise CaseFail(f'scripts/debian-qemu.sh failed (rc {p.returncode}): no Debian QEMU'
+                       ' to migrate with')
+    return p.stdout.strip().splitlines()[-1]
+
+
 def use_qemu_python(build: str) -> None:
     """Import QEMUMachine from the build's own source tree: build/src/NAME
     for build/NAME, build/LINE/src/NAME for build/LINE/NAME (another line
@@ -54,6 +67,50 @@ def use_qemu_python(build: str) -> None:
 
 class CaseFail(Exception):
     pass
+
+
+def qmp_call(vm, cmd: str, **args) -> dict:
+    """What QMP command cmd returned on vm (the keys of args as given:
+    event_idx).  An error reply, or a QEMU that went away (it crashed, or
+    refused a migration stream and quit), is a CaseFail with what QEMU
+    said last, not a traceback of the harness."""
+    try:
+        r = vm.qmp(cmd, args_dict=args)
+    except Exception as e:  # pylint: disable=broad-except
+        # The QMP library's errors differ between QEMU versions'
+        # python/qemu: whatever broke the connection, say why.
+        if vm.is_running():
+            raise CaseFail(f'QMP {cmd}: {type(e).__name__}: {e}') from e
+        log = (vm.get_log() or '').strip().splitlines()[-3:]
+        raise CaseFail(f'QMP {cmd}: QEMU exited (rc {vm.exitcode()})'
+                       + (': ' + ' / '.join(log) if log else '')) from e
+    if 'error' in r:
+        raise CaseFail(f'QMP {cmd}: {r["error"]}')
+    return r['return']
+
+
+def queue_inflight(q: dict) -> int:
+    """Requests a virtqueue holds (x-query-virtio-queue-status): popped
+    and not completed (inuse), and made available by the driver but not
+    yet popped (the shadow avail index ahead of last-avail-idx).
+
+    >>> queue_inflight({'inuse': 3, 'shadow-avail-idx': 70, 'last-avail-idx': 70,
+    ...                 'vring-num': 256})
+    3
+    >>> queue_inflight({'inuse': 1, 'shadow-avail-idx': 2, 'last-avail-idx': 65534,
+    ...                 'vring-num': 256})
+    5
+    >>> queue_inflight({'inuse': 0, 'shadow-avail-idx': 3, 'last-avail-idx': 250,
+    ...                 'vring-num': 256})
+    9
+    """
+    ahead = (q.get('shadow-avail-idx', 0) - q.get('last-avail-idx', 0)) % 65536
+    num = q.get('vring-num') or 65536
+    if ahead > num:
+        # A packed ring's indices are positions in the ring, which wrap at
+        # its size, not at 65536.
+        ahead = (q.get('shadow-avail-idx', 0) - q.get('last-avail-idx', 0)) % num
+    return q.get('inuse', 0) + ahead
 
 
 @dataclass
@@ -126,6 +183,11 @@ class Case:
     smp: int = 2                  # the guest's vCPUs (Linux uses a queue per vCPU at most)
     needs: str = ''               # a virtio-blk-pci property the case needs; without it,
                                   # the case reports a skip with the reason
+    # The QEMUs that the case's VMs run, in turn (a migration starts the
+    # next): 'build' is the build under test, 'debian' Debian's own
+    # qemu-system-x86 of the pinned version (debian_qemu()).  Default:
+    # the build only.
+    binaries: Tuple[str, ...] = ('build',)
 
 
 def tf(b: bool) -> str:
@@ -147,10 +209,12 @@ class Run:
     all, in order."""
 
     def __init__(self, case: Case, build: str, guest: str, tmp: str,
-                 break_notify: Optional[int], drop_write: Optional[int] = None):
+                 break_notify: Optional[int], drop_write: Optional[int] = None,
+                 drop_min_bytes: int = 0):
         self.case, self.build, self.guest, self.tmp = case, build, guest, tmp
         self.break_notify = break_notify
         self.drop_write = drop_write
+        self.drop_min_bytes = drop_min_bytes
         self.serial = os.path.join(tmp, 'serial.log')
         self.serials = [self.serial]
         self.pidfile = os.path.join(tmp, 'qemu.pid')
@@ -167,6 +231,7 @@ class Run:
         self.small_fs: Dict[int, str] = {}
         self.cleanups.append(lambda: [umount(p) for p in self.small_fs.values()])
         self.vms: list = []
+        self.kinds: List[str] = []    # the binaries of self.vms (Case.binaries)
         try:
             self.images = [self.make_image(i, d) for i, d in enumerate(self.disks())]
             self.workload = self.write_workload()
@@ -190,18 +255,23 @@ class Run:
         if n:
             self.serials.append(os.path.join(self.tmp, f'serial-{n}.log'))
             self.pidfiles.append(os.path.join(self.tmp, f'qemu-{n}.pid'))
+        kind = self.case.binaries[n % len(self.case.binaries)]
+        binary = debian_qemu() if kind == 'debian' else self.binary
         wrapper: List[str] = []
-        if self.break_notify is not None:
+        # The planted defects are in the build under test (gdb needs its
+        # symbols, which Debian's stripped binary lacks).
+        if self.break_notify is not None and kind == 'build':
             wrapper = gdb_wrapper(self.tmp, self.break_notify)
-        elif self.drop_write is not None:
-            wrapper = gdb_drop_write(self.tmp, self.drop_write)
-        vm = QEMUMachine(self.binary, wrapper=wrapper,
+        elif self.drop_write is not None and kind == 'build':
+            wrapper = gdb_drop_write(self.tmp, self.drop_write, self.drop_min_bytes)
+        vm = QEMUMachine(binary, wrapper=wrapper,
                          name=self.case.name + (f'-{n}' if n else ''),
                          base_temp_dir=self.tmp, log_dir=self.tmp)
         vm.add_args(*self.qemu_args(self.serials[-1], self.pidfiles[-1]))
         if incoming:
             vm.add_args('-incoming', 'defer')
         self.vms.append(vm)
+        self.kinds.append(kind)
         return vm
 
     def write_workload(self) -> str:
@@ -346,7 +416,7 @@ class Run:
             m = list(rx.finditer(text))
             if len(m) >= count:
                 return m[count - 1]
-            err = re.search(r'@@ERROR .*', text)
+            err = re.search(r'@@ERROR [^\r\n]*', text)
             if err:
                 raise CaseFail(f'guest error: {err.group(0)}')
             if not self.vm.is_running():
@@ -359,11 +429,9 @@ class Run:
             time.sleep(0.2)
 
     def qmp(self, cmd: str, **args) -> dict:
-        r = self.vm.qmp(cmd, args_dict=args)   # keys as given (event_idx)
-        if 'error' in r:
-            raise CaseFail(f'QMP {cmd}: {r["error"]}')
+        r = qmp_call(self.vm, cmd, **args)
         self.poll_events()
-        return r['return']
+        return r
 
     def event(self, name: str, timeout: float = 30) -> dict:
         for e in self.events:
@@ -411,6 +479,20 @@ class Run:
             out.append(f'(virtio state unavailable: {e})')
         return '\n'.join(out)
 
+    def device_inflight(self, vm=None) -> int:
+        """Requests that the case's virtio devices hold on vm (default:
+        the VM now), over all their queues (queue_inflight); not the
+        control disk's."""
+        vm = vm or self.vm
+        n = 0
+        for i, d in enumerate(self.case.disks):
+            path = (f'/machine/peripheral/{"scsi" if d.bus == "virtio-scsi" else "vd"}{i}'
+                    '/virtio-backend')
+            for q in range(d.num_queues + (2 if d.bus == 'virtio-scsi' else 0)):
+                n += queue_inflight(qmp_call(vm, 'x-query-virtio-queue-status',
+                                             path=path, queue=q))
+        return n
+
     def postmortem(self) -> str:
         """Where the guest is, for a timeout's report: what the firmware
         printed last and the tail of the kernel's log (postmortem.py)."""
@@ -444,6 +526,26 @@ class Run:
                     os.kill(pid, signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+INFLIGHT_TIMEOUT = 30        # seconds: an operation that never meets I/O fails
+
+
+def await_inflight(r: Run, what: str, vm=None) -> int:
+    """Poll the case's devices until they hold requests (Run.
+    device_inflight) and return how many, for the operation `what` that
+    the caller does at once: an operation that met no I/O in flight
+    tested nothing (issue 34 item 3), so after INFLIGHT_TIMEOUT seconds
+    without any the case fails."""
+    until = time.time() + INFLIGHT_TIMEOUT
+    while True:
+        n = r.device_inflight(vm)
+        if n:
+            return n
+        if time.time() > until:
+            raise CaseFail(f'{what}: no request in flight on the devices for'
+                           f' {INFLIGHT_TIMEOUT}s: the operation would test nothing')
+        time.sleep(0.01)
 
 
 def mount_small_fs(tmp: str, name: str, size_mb: int) -> str:
@@ -495,19 +597,22 @@ def gdb_wrapper(tmp: str, after: int) -> List[str]:
 DROPPED_RE = re.compile(r'iobatch: dropped write (\d+): offset (\d+), (\d+) bytes')
 
 
-def gdb_drop_write(tmp: str, n: int) -> List[str]:
+def gdb_drop_write(tmp: str, n: int, min_bytes: int = 0) -> List[str]:
     """Run QEMU under gdb, and make the n-th write that reaches a file
     node (file-posix.c raw_co_pwritev: every aio mode, every image
     format's data and metadata) return success without writing: a
     deliberately lost write, which the guest's verification must see.
-    gdb prints DROPPED_RE into QEMU's log; the breakpoint is gone after."""
+    With min_bytes, count only writes of at least that many bytes (a
+    512-byte header sector holds no data to lose).  gdb prints DROPPED_RE
+    into QEMU's log; the breakpoint is gone after."""
     need_gdb('--drop-write')
     script = os.path.join(tmp, 'drop-write.gdb')
     with open(script, 'w', encoding='ascii') as f:
         f.write('set confirm off\nset pagination off\n'
                 'handle SIGUSR1 SIGUSR2 SIGPIPE SIGALRM nostop noprint pass\n'
                 'set $w = 0\n'
-                f'break file-posix.c:raw_co_pwritev if ($w = $w + 1) == {n}\n'
+                f'break file-posix.c:raw_co_pwritev if bytes >= {min_bytes}'
+                f' && ($w = $w + 1) == {n}\n'
                 'commands\nsilent\n'
                 'printf "iobatch: dropped write %d: offset %ld, %ld bytes\\n", $w, offset, bytes\n'
                 'disable\nreturn 0\ncontinue\nend\n'
@@ -527,8 +632,10 @@ def sc_reset(r: Run) -> None:
     time.sleep(2)
     if '@@RESULT' in r.log():
         raise CaseFail('phase 2 ended before the reset')
+    n = await_inflight(r, 'system_reset')
     r.qmp('system_reset')
     r.event('RESET')
+    print(f'# reset: system_reset (in flight: {n})', flush=True)
     r.wait_marker(r'@@BOOT', count=2)
     r.wait_marker(r'@@MARK phase1-verified')
 
@@ -599,8 +706,9 @@ def fio_results(log: str) -> List[Tuple[str, dict]]:
 # A load that the host cuts off (results named cut-*: ops.py's unplug)
 # may end with these errors; never with another (EILSEQ: a verify error).
 # ENOSPC: a write to a block device whose capacity the guest's driver set
-# to 0 as the disk went.
-CUT_ERRNOS = {5: 'EIO', 6: 'ENXIO', 19: 'ENODEV', 28: 'ENOSPC'}
+# to 0 as the disk went.  ENOENT: a job that opened the device file after
+# the disk went (its node is gone).
+CUT_ERRNOS = {2: 'ENOENT', 5: 'EIO', 6: 'ENXIO', 19: 'ENODEV', 28: 'ENOSPC'}
 
 # The writers of the verify workload (guest/lib.sh verify_fio): qd1 and
 # qd32, or cpu0, cpu1, ... with SPLIT_CPUS; the reader beside each has
@@ -689,7 +797,8 @@ def dropped(r: 'Run') -> str:
 
 
 def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = None,
-             keep: bool = False, drop_write: Optional[int] = None) -> Tuple[bool, str, float]:
+             keep: bool = False, drop_write: Optional[int] = None,
+             drop_min_bytes: int = 0) -> Tuple[bool, str, float]:
     """Returns (ok, reason, seconds).  With drop_write, the reason says
     which write gdb dropped (gdb_drop_write), also when the case passed:
     then the case did not see it."""
@@ -697,16 +806,16 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
     tmp = tempfile.mkdtemp(prefix=f'iobatch-guest-{case.name}-', dir='/dev/shm')
     r = None
     try:
-        r = Run(case, build, guest, tmp, break_notify, drop_write)
+        r = Run(case, build, guest, tmp, break_notify, drop_write, drop_min_bytes)
         r.deadline = time.time() + case.soak + case.timeout
         r.vm.launch()
-        if break_notify is not None:
+        if break_notify is not None and r.kinds[0] == 'build':
             time.sleep(2)
             with open(os.path.join(tmp, case.name + '.log'), encoding='utf-8') as f:
                 glog = f.read()
             if 'not defined' in glog or glog.count('Breakpoint ') < 2:
                 raise CaseFail('--break-notify: gdb did not set both breakpoints')
-        if drop_write is not None:
+        if drop_write is not None and r.kinds[0] == 'build':
             # gdb reads QEMU's symbols first (seconds on a loaded machine).
             until = time.time() + 60
             while True:
@@ -721,7 +830,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                                f' ({glog.strip()[-300:]})')
         SCENARIOS[case.scenario](r)
         m = r.wait_marker(r'@@RESULT rc=(\d+)')
-        err = re.search(r'@@ERROR .*', r.log())
+        err = re.search(r'@@ERROR [^\r\n]*', r.log())
         if err:
             raise CaseFail(f'guest error: {err.group(0)}')
         if m.group(1) != '0':

@@ -31,7 +31,7 @@ import subprocess
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from harness import CUT_ERRNOS, CaseFail, Run, fio_results
+from harness import CUT_ERRNOS, CaseFail, Run, await_inflight, fio_results, qmp_call
 
 MIGRATE_TIMEOUT = 120       # seconds for one migration
 MIGRATE_SLOW = 8 << 20      # bytes/s, until the moment to switch over
@@ -45,7 +45,7 @@ def say(r: Run, msg: str) -> None:
 # -- the guest, as its serial log shows it ---------------------------------------
 
 def check_guest(text: str) -> None:
-    err = re.search(r'@@ERROR .*', text)
+    err = re.search(r'@@ERROR [^\r\n]*', text)
     if err:
         raise CaseFail(f'guest error: {err.group(0)}')
     if '@@RESULT' in text and not re.search(r'@@RESULT rc=0', text):
@@ -106,11 +106,7 @@ def count(text: str, pattern: str) -> int:
 
 # -- QMP helpers ---------------------------------------------------------------
 
-def qmp_on(vm, cmd: str, **args) -> dict:
-    r = vm.qmp(cmd, args_dict=args)
-    if 'error' in r:
-        raise CaseFail(f'QMP {cmd}: {r["error"]}')
-    return r['return']
+qmp_on = qmp_call
 
 
 def event_where(r: Run, name: str, match: Callable[[dict], bool], timeout: float) -> dict:
@@ -133,7 +129,8 @@ def check_exit(vm, what: str) -> None:
 
 # -- migration ---------------------------------------------------------------
 
-def migrate(r: Run, when: Callable[[str], object]) -> Tuple[dict, Dict[str, Tuple[int, int]]]:
+def migrate(r: Run, when: Callable[[str], object]
+            ) -> Tuple[dict, Dict[str, Tuple[int, int]], int]:
     """Migrate the VM to a new QEMU on the same images, switching over as
     soon as when(serial log) holds: until then the migration copies RAM at
     MIGRATE_SLOW bytes/s, too slowly to finish its first pass (with a
@@ -141,8 +138,9 @@ def migrate(r: Run, when: Callable[[str], object]) -> Tuple[dict, Dict[str, Tupl
     has found nothing left, without syncing the dirty bitmap again); then
     the bandwidth and the downtime limit go up and the migration completes
     within about a second.  The new QEMU is r.vm afterwards and the old
-    one has quit.  Returns the source's last query-migrate and what its
-    disks had done (disk_ops)."""
+    one has quit.  Returns the source's last query-migrate, what its
+    disks had done (disk_ops) and the requests its devices held right
+    before the switch-over (await_inflight)."""
     src = r.vm
     dst = r.new_vm(incoming=True)
     dst.launch()
@@ -157,6 +155,7 @@ def migrate(r: Run, when: Callable[[str], object]) -> Tuple[dict, Dict[str, Tupl
     # the switch-over did not come in time.
     wait(r, lambda t: (r.qmp('query-migrate').get('status') in ('completed', 'failed')
                        or when(t)), 'the moment to switch over', 120)
+    held = await_inflight(r, 'the migration\'s switch-over')
     r.qmp('migrate-set-parameters', **{'max-bandwidth': 4 << 30, 'downtime-limit': 60000})
     t0 = time.time()
     while True:
@@ -182,7 +181,7 @@ def migrate(r: Run, when: Callable[[str], object]) -> Tuple[dict, Dict[str, Tupl
     r.vm = dst
     r.events.clear()
     check_exit(src, 'the migration source')
-    return info, src_ops
+    return info, src_ops, held
 
 
 def read(path: str) -> str:
@@ -241,6 +240,7 @@ def sc_stopcont(r: Run) -> None:
     host is."""
     for k in range(r.case.scenario_args.get('stops', 4)):
         n = wait_round_io(r)
+        held = await_inflight(r, 'stop')
         r.qmp('stop')
         r.event('STOP')
         if r.qmp('query-status')['running']:
@@ -252,7 +252,7 @@ def sc_stopcont(r: Run) -> None:
                            f' {disk_ops(r, r.vm)}')
         r.qmp('cont')
         r.event('RESUME')
-        say(r, f'stop {k + 1} in round {n}')
+        say(r, f'stop {k + 1} in round {n} (in flight: {held})')
     r.ctl_write('IOBATCH-STOP')
     wait(r, lambda t: '@@MARK rounds-done' in t, 'the end of the rounds')
 
@@ -270,17 +270,22 @@ def sc_migrate(r: Run) -> None:
     migration completed by itself first, or the round's writes ended
     before the switch-over) is retried, at most HOPS+3 migrations in all.
     Then the guest's rounds end and it verifies both regions of every
-    disk on the last QEMU."""
+    disk on the last QEMU.  With two kinds of QEMU (Case.binaries: Debian's
+    and the build), a hop that counts is needed in each direction."""
     hops = r.case.scenario_args.get('hops', 2)
     done = tries = 0
-    while done < hops:
+    ways = {(a, b) for a, b in zip(r.case.binaries, r.case.binaries[1:] + r.case.binaries[:1])}
+    counted: set = set()
+    while done < hops or not ways <= counted:
         if tries >= hops + 3:
-            raise CaseFail(f'only {done} of {tries} switch-overs came during a round\'s writes:'
-                           ' make the rounds longer (MB)')
+            raise CaseFail(f'only {done} of {tries} switch-overs came during a round\'s writes'
+                           + (f', none from {" to ".join(min(ways - counted))}'
+                              if ways - counted else '') + ': make the rounds longer (MB)')
         wait(r, lambda t: round_phase(t)[0] == 'round-start', 'the start of a round', 120)
         tries += 1
+        way = (r.kinds[-1], r.case.binaries[len(r.vms) % len(r.case.binaries)])
         cond = WritingInRound(r)
-        info, src_ops = migrate(r, cond)
+        info, src_ops, held = migrate(r, cond)
         m = cond.fired
         on_both = False
         if m and round_phase(read(r.serials[-2]))[:2] == ('round-start', m):
@@ -296,8 +301,11 @@ def sc_migrate(r: Run) -> None:
         else:
             where = 'the migration completed before the round wrote'
         done += on_both
-        say(r, f'migration {tries}: {info.get("total-time")} ms, downtime'
-            f' {info.get("downtime")} ms, {info.get("ram", {}).get("transferred", 0) >> 20} MiB;'
+        if on_both:
+            counted.add(way)
+        say(r, f'migration {tries} ({way[0]} to {way[1]}): {info.get("total-time")} ms, downtime'
+            f' {info.get("downtime")} ms, {info.get("ram", {}).get("transferred", 0) >> 20} MiB'
+            f' (in flight: {held});'
             f' round {m or round_phase(read(r.serials[-2]))[1]}; {where}'
             + ('' if on_both else ': not during the writes, again'))
     r.ctl_write('IOBATCH-STOP')
@@ -373,6 +381,7 @@ def complete_jobs(r: Run, jobs: List[str], disks: Iterable[int], what: str) -> i
     for them to complete, and check that each disk is on its copy (m<i>)
     again.  Returns the round."""
     n = wait_round_io(r)
+    held = await_inflight(r, 'job-complete')
     for j in jobs:
         r.qmp('job-complete', id=j)
     for j in jobs:
@@ -380,6 +389,7 @@ def complete_jobs(r: Run, jobs: List[str], disks: Iterable[int], what: str) -> i
     for i in disks:
         if node_of(r, i) != f'm{i}':
             raise CaseFail(f'vd{i} is on {node_of(r, i)} after the {what}, not m{i}')
+    say(r, f'{what}: job-complete (in flight: {held})')
     return n
 
 def sc_blockjobs(r: Run) -> None:
@@ -588,6 +598,7 @@ def sc_unplug_inflight(r: Run) -> None:
                    f'unplug-me {c}')
         tick = wait(r, lambda _t, p=pos: tick_in_flight(r, p), 'a tick with requests in flight', 60)
         time.sleep(random.uniform(0, 0.5))
+        held = await_inflight(r, 'device_del')
         r.qmp('device_del', id='vd0')
         event_where(r, 'DEVICE_DELETED', lambda e: e['data'].get('device') == 'vd0', 60)
         wait(r, lambda t, c=c: f'@@MARK unplugged {c}' in t, f'unplugged {c}', 60)
@@ -596,14 +607,34 @@ def sc_unplug_inflight(r: Run) -> None:
         wait(r, lambda t, c=c: f'@@MARK replugged {c}' in t, f'replugged {c}', 90)
         info = wait(r, lambda t, c=c: re.search(rf'@@INFO check-replug{c}: (.*)', t),
                     f'the check after replug {c}', 120)
-        say(r, f'unplug {c}: the tick before it {fmt_tick(tick)}; errors seen: {seen};'
+        say(r, f'unplug {c} (in flight: {held}): the tick before it {fmt_tick(tick)};'
+            f' errors seen: {seen};'
             f' {info.group(1).strip()}')
+
+
+HEADER_RE = re.compile(rb'IOBATCH-PASS (\d+) (\d+) (\d+) ')
+
+
+def storm_header(r: Run) -> Optional[Tuple[int, int, int]]:
+    """The header sector of the in-flight workload's disk, read from its
+    image (guest/workloads/inflight.sh): (the last complete pass, the
+    boot, the chunks of the next pass that completed), or None before the
+    guest wrote one."""
+    env = r.case.env
+    hdr = (int(env.get('A_MB', 16)) + int(env.get('B_MB', 32))) << 20
+    with open(r.images[0], 'rb') as f:
+        f.seek(hdr)
+        m = HEADER_RE.match(f.read(512))
+    return tuple(int(x) for x in m.groups()) if m else None  # type: ignore
 
 
 def sc_reset_storm(r: Run) -> None:
     """RESETS system_resets, each after the boot verified the disk and
-    started the load, once a tick shows requests in flight and progress
-    (a reset must not end a hang), at a random moment within 0.5 s of it.
+    started the load, once the header on the disk says that 2 chunks of a
+    pass of this boot's load completed (so that the next boot checks
+    them: a lost write there must fail it) and a tick shows requests in
+    flight and progress (a reset must not end a hang), at a random moment
+    within 0.5 s of it.
     Boots must be resets + 1; each boot checks that every block holds the
     last complete pass or the one the reset cut (lib.sh check_gens: a
     lost write of a complete pass, a torn or misplaced one fails it)."""
@@ -613,18 +644,33 @@ def sc_reset_storm(r: Run) -> None:
     for k in range(1, resets + 1):
         pos = wait(r, lambda t, k=k: (m := re.search(rf'@@MARK storm-io {k}\b', t)) and m.end(),
                    f'storm-io {k} (the load of boot {k})')
-        tick = wait(r, lambda _t, p=pos: tick_in_flight(r, p), 'a tick with requests in flight', 60)
-        time.sleep(random.uniform(0, 0.5))
+        while True:
+            if int(r.case.env.get('CHUNKS', 1)) > 1:
+                wait(r, lambda _t, k=k: (h := storm_header(r)) and h[1] == k and h[2] >= 2,
+                     f'the header of boot {k}: 2 chunks of a pass complete', 60)
+            tick = wait(r, lambda _t, p=pos: tick_in_flight(r, p),
+                        'a tick with requests in flight', 60)
+            time.sleep(random.uniform(0, 0.5))
+            # A pass may have ended meanwhile: then wait for 2 chunks of
+            # the next (the header only ever grows within a pass).
+            h = storm_header(r)
+            if int(r.case.env.get('CHUNKS', 1)) == 1 or (h and h[1] == k and h[2] >= 2):
+                break
+            pos = len(r.log())
+        held = await_inflight(r, 'system_reset')
         r.qmp('system_reset')
         event_where(r, 'RESET', lambda e: True, 30)
-        inflight_at.append(inflight(tick))
+        inflight_at.append((inflight(tick), held))
         if k % 10 == 0 or k == resets:
             say(r, f'{k} resets in {time.time() - t0:.0f}s')
     wait(r, lambda t: '@@MARK inflight-done' in t, 'the end of the last boot')
     text = r.log()
     boots = count(text, r'@@BOOT')
-    say(r, f'{resets} resets, {boots} boots; requests in flight in the tick before each'
-        f' reset: min {min(inflight_at)}, max {max(inflight_at)}')
+    say(r, f'{resets} resets, {boots} boots; requests in flight in the guest\'s tick'
+        f' before each reset: min {min(t for t, _ in inflight_at)},'
+        f' max {max(t for t, _ in inflight_at)}; on the devices as QEMU reset them'
+        f' (in flight): min {min(h for _, h in inflight_at)},'
+        f' max {max(h for _, h in inflight_at)}')
     if boots != resets + 1:
         raise CaseFail(f'{boots} boots for {resets} resets (a panic?)')
     verified = count(text, r'@@MARK boot-verified')
@@ -632,9 +678,12 @@ def sc_reset_storm(r: Run) -> None:
         raise CaseFail(f'{verified} of {boots} boots verified the disk')
     # What each boot found of the pass that the reset cut (lib.sh check_gens).
     cut = re.findall(r'@@INFO check-boot(\d+): \d+ of (\d+) blocks hold pass \d+,'
-                     r' (\d+) pass (\d+)', text)
+                     r' (\d+) pass (\d+);[^\r\n]*?(?:the first (\d+) of \d+ chunks)?\r?$',
+                     text, re.M)
     say(r, 'blocks of the pass the reset cut, found by the next boot: '
-        + (', '.join(f'boot {b}: {n}/{t} of pass {k}' for b, t, n, k in cut) or 'none'))
+        + (', '.join(f'boot {b}: {n}/{t} of pass {k}' + (f' ({c} chunks complete)' if c else '')
+                     for b, t, n, k, c in cut) or 'none'))
+
 
 
 # -- out of space ---------------------------------------------------------------

@@ -43,6 +43,8 @@ def main() -> int:
                     help='check that the cases see a lost write: run QEMU under gdb and make '
                     'the Nth write to an image file succeed without writing; cases must '
                     'FAIL by verification (docs/testing.md)')
+    ap.add_argument('--drop-min-bytes', type=int, metavar='B', default=0,
+                    help='with --drop-write: count only writes of at least B bytes')
     ap.add_argument('--soak-seconds', type=int, metavar='N', default=None,
                     help='how long the soak case loops (default: $SOAK_SECONDS or 150; '
                     'the long run is 3600)')
@@ -102,7 +104,7 @@ def main() -> int:
         if c.soak and a.soak_seconds:
             c.soak = a.soak_seconds
         ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep,
-                                         a.drop_write)
+                                         a.drop_write, a.drop_min_bytes)
         if ok:
             passed += 1
             print(f'ok {c.name}{": " + why if why else ""} ({secs:.0f}s)', flush=True)

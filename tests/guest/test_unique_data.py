@@ -241,28 +241,37 @@ class SplitRounds(Rounds):
 
 class Passes(Base):
     """Item 2: inflight.sh's passes (lib.sh gen_job, check_gens), A_MB=1
-    (256 blocks of 4 KiB), B_MB=2 (16 blocks of 128 KiB).  Passes 1 and 2
-    complete; pass 3 cut off after about a second (rate-limited; on the
-    guest the unplug or reset cuts it)."""
-    ENV = {'A_MB': 1, 'B_MB': 2, 'ENGINE': 'libaio'}
+    (256 blocks of 4 KiB), B_MB=2 (16 blocks of 128 KiB), the header at
+    HDR (3 MiB).  Passes 1 and 2 complete; pass 3 in CHUNKS=8 chunks (32
+    blocks of A and 2 of B each), cut in chunk 4: chunks 1-3 run whole,
+    then chunk 4 for a second at 20 writes a second (on the guest the
+    unplug or reset cuts it)."""
+    CHUNKS = 8
+    ENV = {'A_MB': 1, 'B_MB': 2, 'ENGINE': 'libaio', 'HDR': 6144, 'CHUNKS': CHUNKS}
     NBLK = 256 + 16
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         with open(cls.img, 'wb') as f:
-            f.truncate(3 * MiB)
+            f.truncate(4 * MiB)
         cls.env = dict(cls.ENV, DEV=cls.img)
         for k in (1, 2):
             p = cls.sh(f'gen_job p{k}.fio pass {k}\nfio --output=/dev/null p{k}.fio', **cls.env)
             assert p.returncode == 0, p.stdout + p.stderr
             cls.snapshot(f'pass{k}')
-        p = cls.sh('gen_job p3.fio pass 3\n'
-                   'fio --rate_iops=100 --runtime=1 --output=/dev/null p3.fio', **cls.env)
+        whole = ' '.join(f'--section={j}-{c}' for c in (1, 2, 3) for j in ('wa', 'wb', 'h')
+                         if (j, c) != ('h', 1))
+        p = cls.sh(f'gen_job p3.fio pass 3 {cls.CHUNKS}\n'
+                   f'fio --output=/dev/null {whole} p3.fio\n'
+                   # the logs of the next run would take the same names
+                   'for f in done-3_clat.*.log; do mv "$f" "whole-$f"; done\n'
+                   'fio --rate_iops=20 --runtime=1 --output=/dev/null'
+                   ' --section=wa-4 --section=wb-4 --section=h-4 p3.fio', **cls.env)
         assert p.returncode == 0, p.stdout + p.stderr
         cls.snapshot('cut3')
         cls.logs = sorted(os.path.join(cls.tmp, f) for f in os.listdir(cls.tmp)
-                          if re.fullmatch(r'done-3_clat\.\d+\.log', f))
+                          if re.fullmatch(r'(whole-)?done-3_clat\.\d+\.log', f))
         done = set()
         for log in cls.logs:
             with open(log, encoding='ascii') as f:
@@ -273,13 +282,23 @@ class Passes(Base):
     def setUp(self):
         self.start('cut3')
 
-    def check(self, *gens) -> subprocess.CompletedProcess:
-        logs = ' '.join(self.logs) if len(gens) == 2 else ''
-        return self.sh(f'check_gens c {" ".join(map(str, gens))} {logs}', **self.env)
+    def check(self, *gens, logs=True) -> subprocess.CompletedProcess:
+        """check_gens c K [K2 C] with pass 3's logs (K2, logs)"""
+        args = ' '.join(map(str, gens))
+        if len(gens) == 3 and logs:
+            args += ' ' + ' '.join(self.logs)
+        return self.sh(f'check_gens c {args}', **self.env)
 
     @staticmethod
     def size(off: int) -> int:
         return 4096 if off < MiB else 128 << 10
+
+    @classmethod
+    def chunk(cls, off: int) -> int:
+        """The chunk (1-based) of pass 3 that the block at off is in"""
+        if off < MiB:
+            return off // (MiB // cls.CHUNKS) + 1
+        return (off - MiB) // (2 * MiB // cls.CHUNKS) + 1
 
     def expect_fail(self, p, pattern: str) -> None:
         self.assertNotEqual(p.returncode, 0, p.stdout)
@@ -289,26 +308,52 @@ class Passes(Base):
 
     def test_cut_pass_checks_clean(self):
         self.assertTrue(0 < len(self.done) < self.NBLK, f'pass 3 not cut: {len(self.done)}')
-        p = self.check(2, 3)
+        self.assertEqual({self.chunk(o) for o in self.done}, {1, 2, 3, 4})
+        p = self.check(2, 3, 3)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         m = re.search(r'@@INFO c: (\d+) of (\d+) blocks hold pass 2, (\d+) pass 3;'
-                      r' (\d+) writes of pass 3 completed', p.stdout)
+                      r' (\d+) writes of pass 3 completed, all there, and the first 3 of 8'
+                      r' chunks of it whole', p.stdout)
         self.assertTrue(m, p.stdout)
         self.assertEqual(int(m.group(1)) + int(m.group(3)), self.NBLK)
         self.assertEqual(int(m.group(4)), len(self.done))
+
+    def test_header_names_the_complete_chunks(self):
+        """The header job beside chunk 4 wrote that 3 chunks of the pass
+        after pass 2 completed."""
+        self.assertEqual(self.read(3 * MiB, 20), b'IOBATCH-PASS 2 0 3 I')
+
+    def test_lost_write_of_a_complete_chunk_is_seen_without_logs(self):
+        """A write of chunk 2 lost, and no log of the completed writes (a
+        reset took it): the header's chunks show it.  Without them (C=0,
+        the check before the chunks) it passes: the blind spot."""
+        off = next(o for o in self.done if self.chunk(o) == 2 and o < MiB)
+        self.restore('pass2', off, self.size(off))
+        self.expect_fail(self.check(2, 3, 3, logs=False),
+                         r'blocks of the first 3 of 8 chunks of pass 3, which completed,'
+                         rf' do not hold it \(lost writes\), e.g. offsets {off} ')
+        p = self.check(2, 3, 0, logs=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_lost_write_of_the_cut_chunk_needs_the_logs(self):
+        off = next(o for o in self.done if self.chunk(o) == 4)
+        self.restore('pass2', off, self.size(off))
+        p = self.check(2, 3, 3, logs=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.expect_fail(self.check(2, 3, 3), r'completed but their blocks do not hold it')
 
     def test_lost_completed_write_is_seen(self):
         """A write of pass 3 completed, its block still pass 2's: the guest
         saw it complete, so it is lost, though pass 2 is allowed there."""
         off = self.done[len(self.done) // 2]
         self.restore('pass2', off, self.size(off))
-        self.expect_fail(self.check(2, 3), r'completed but their blocks do not hold it')
+        self.expect_fail(self.check(2, 3, 0), r'completed but their blocks do not hold it')
 
     def test_torn_write_is_seen(self):
         off = max(self.done)          # a block of region B
         n = self.size(off)
         self.restore('pass2', off + n // 2, n // 2)
-        self.expect_fail(self.check(2, 3), r'hold neither pass 2 nor pass 3')
+        self.expect_fail(self.check(2, 3, 3), r'hold neither pass 2 nor pass 3')
 
     def test_stale_block_of_a_complete_pass_is_seen(self):
         """A block that pass 3 did not reach holds pass 1: pass 2's write
@@ -316,17 +361,21 @@ class Passes(Base):
         completed)."""
         off = next(o for o in range(0, MiB, 4096) if o not in self.done)
         self.restore('pass1', off, 4096)
-        self.expect_fail(self.check(2, 3), r'hold neither pass 2 nor pass 3')
+        self.expect_fail(self.check(2, 3, 3), r'hold neither pass 2 nor pass 3')
 
     def test_misplaced_write_is_seen(self):
         off = self.done[0]
         other = next(o for o in range(0, MiB, 4096) if o != off)
         self.put(other, self.read(off, 4096))
-        self.expect_fail(self.check(2, 3), r'hold neither pass 2 nor pass 3')
+        self.expect_fail(self.check(2, 3, 3), r'hold neither pass 2 nor pass 3')
 
     def test_a_disk_that_cannot_be_read_fails(self):
-        p = self.sh('check_gens c 2 3', **dict(self.env, DEV=self.img + '.gone'))
+        p = self.sh('check_gens c 2 3 3', **dict(self.env, DEV=self.img + '.gone'))
         self.expect_fail(p, r'reading region a for pass 2 failed')
+
+    def test_chunks_must_split_the_regions(self):
+        p = self.sh('gen_job x.fio pass 3 3', **self.env)
+        self.expect_fail(p, r'3 chunks do not split 1 MiB of 4 KiB blocks')
 
     def test_one_pass_check(self):
         self.start('pass2')
