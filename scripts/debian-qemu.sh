@@ -62,6 +62,18 @@ fi
 notfound=$(ldd "$bin" | grep 'not found' || true)
 [ -z "$notfound" ] || die "$bin lacks libraries: $notfound"
 
+# QEMU looks for its firmware relative to where the binary is (a
+# relocatable install: .cache/debian-qemu/root/usr/share/seabios, ...):
+# there, the host's seabios, ipxe-qemu and qemu-system-data (deps.sh).
+for d in /usr/share/seabios /usr/lib/ipxe; do
+    [ -d "$d" ] || die "$d is missing: apt-get install seabios ipxe-qemu"
+    [ -e "$OUT/root$d" ] || ln -s "$d" "$OUT/root$d"
+done
+[ -d /usr/share/qemu ] || die "/usr/share/qemu is missing: apt-get install qemu-system-data"
+for f in /usr/share/qemu/*; do
+    [ -e "$OUT/root$f" ] || ln -s "$f" "$OUT/root$f"
+done
+
 moddir=$(dirname "$(find "$OUT/root" -name 'accel-tcg-x86_64.so' | head -n 1)")
 [ "$moddir" != . ] || die "no accel-tcg-x86_64.so in qemu-system-x86 or -common $v"
 mkdir -p "$OUT/bin"

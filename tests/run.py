@@ -632,7 +632,7 @@ PLANTED = [
     # Every guest notification after the first 200 is dropped: the guest
     # waits for an interrupt that never comes, and the case times out.
     ('lost-interrupt', 'pw-threads-noiot-q1-evidx-split-raw',
-     ['--break-notify', '200', '--timeout-scale', '0.5'], r'^timeout'),
+     ['--break-notify', '200', '--timeout-scale', '0.25'], r'^timeout'),
     # Write 450 reaches no image: round 3 rewrites the region that round
     # 1 wrote, and fio's verify of round 3 finds round 1's data.
     ('lost-write-rounds', 'rounds4', ['--subset', 'long', '--drop-write', '450'],

@@ -288,9 +288,9 @@ CASES += [
 
     Case('reset-storm', 'inflight',
          [Disk(aio='io_uring', iothread=True, num_queues=2, size_mb=64)],
-         env={'MODE': 'storm', 'RESETS': '6', 'ENGINE': 'libaio', 'CHUNKS': '16'},
+         env={'MODE': 'storm', 'RESETS': '4', 'ENGINE': 'libaio', 'CHUNKS': '16'},
          scenario='reset-storm', timeout=240,
-         doc='6 system_resets with requests in flight; pattern-verified at every boot'),
+         doc='4 system_resets with requests in flight; pattern-verified at every boot'),
 
     # The target of the planted lost write of a reset (docs/testing.md):
     # reset-storm with one reset, so that write N falls in boot 1.  Not in

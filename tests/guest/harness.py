@@ -81,12 +81,26 @@ def qmp_call(vm, cmd: str, **args) -> dict:
         # python/qemu: whatever broke the connection, say why.
         if vm.is_running():
             raise CaseFail(f'QMP {cmd}: {type(e).__name__}: {e}') from e
+        try:
+            vm.shutdown()       # reads what QEMU printed (get_log)
+        except Exception:  # pylint: disable=broad-except
+            pass
         log = (vm.get_log() or '').strip().splitlines()[-3:]
         raise CaseFail(f'QMP {cmd}: QEMU exited (rc {vm.exitcode()})'
                        + (': ' + ' / '.join(log) if log else '')) from e
     if 'error' in r:
         raise CaseFail(f'QMP {cmd}: {r["error"]}')
     return r['return']
+
+
+def launch(vm) -> None:
+    """Start vm; a QEMU that does not start (a bad option, missing
+    firmware) is a CaseFail with what it printed, not a traceback."""
+    try:
+        vm.launch()
+    except Exception as e:  # pylint: disable=broad-except
+        out = ' / '.join((vm.get_log() or str(e)).strip().splitlines()[-3:])
+        raise CaseFail(f'QEMU did not start: {out}') from e
 
 
 def queue_inflight(q: dict) -> int:
@@ -808,7 +822,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
     try:
         r = Run(case, build, guest, tmp, break_notify, drop_write, drop_min_bytes)
         r.deadline = time.time() + case.soak + case.timeout
-        r.vm.launch()
+        launch(r.vm)
         if break_notify is not None and r.kinds[0] == 'build':
             time.sleep(2)
             with open(os.path.join(tmp, case.name + '.log'), encoding='utf-8') as f:

@@ -31,7 +31,8 @@ import subprocess
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from harness import CUT_ERRNOS, CaseFail, Run, await_inflight, fio_results, qmp_call
+from harness import (CUT_ERRNOS, CaseFail, Run, await_inflight, fio_results, launch,
+                     qmp_call)
 
 MIGRATE_TIMEOUT = 120       # seconds for one migration
 MIGRATE_SLOW = 8 << 20      # bytes/s, until the moment to switch over
@@ -143,7 +144,7 @@ def migrate(r: Run, when: Callable[[str], object]
     before the switch-over (await_inflight)."""
     src = r.vm
     dst = r.new_vm(incoming=True)
-    dst.launch()
+    launch(dst)
     qmp_on(dst, 'migrate-incoming', uri='tcp:127.0.0.1:0')
     addr = qmp_on(dst, 'query-migrate').get('socket-address') or []
     ports = [a['port'] for a in addr if a.get('type') == 'inet']
@@ -678,7 +679,7 @@ def sc_reset_storm(r: Run) -> None:
         raise CaseFail(f'{verified} of {boots} boots verified the disk')
     # What each boot found of the pass that the reset cut (lib.sh check_gens).
     cut = re.findall(r'@@INFO check-boot(\d+): \d+ of (\d+) blocks hold pass \d+,'
-                     r' (\d+) pass (\d+);[^\r\n]*?(?:the first (\d+) of \d+ chunks)?\r?$',
+                     r' (\d+) pass (\d+);[^\r\n]*?(?:the first (\d+) of \d+ chunks[^\r\n]*)?\r?$',
                      text, re.M)
     say(r, 'blocks of the pass the reset cut, found by the next boot: '
         + (', '.join(f'boot {b}: {n}/{t} of pass {k}' + (f' ({c} chunks complete)' if c else '')
