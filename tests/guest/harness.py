@@ -383,6 +383,11 @@ class Run:
                          for k, v in dev.items()])
 
     @staticmethod
+    def device_path(i: int, d: Disk) -> str:
+        """The QOM path of disk i's virtio device (the PCI proxy)."""
+        return f'/machine/peripheral/{"scsi" if d.bus == "virtio-scsi" else "vd"}{i}'
+
+    @staticmethod
     def device_dict(i: int, d: Disk) -> Dict[str, object]:
         """The device as -device's JSON form or device_add's arguments:
         iothread-vq-mapping, a list, has no key=value form."""
@@ -500,8 +505,7 @@ class Run:
         vm = vm or self.vm
         n = 0
         for i, d in enumerate(self.case.disks):
-            path = (f'/machine/peripheral/{"scsi" if d.bus == "virtio-scsi" else "vd"}{i}'
-                    '/virtio-backend')
+            path = self.device_path(i, d) + '/virtio-backend'
             for q in range(d.num_queues + (2 if d.bus == 'virtio-scsi' else 0)):
                 n += queue_inflight(qmp_call(vm, 'x-query-virtio-queue-status',
                                              path=path, queue=q))

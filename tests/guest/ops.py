@@ -474,7 +474,7 @@ def sc_iothreads(r: Run) -> None:
     if sorted(threads) != want:
         raise CaseFail(f'IOThreads {sorted(threads)}, expected {want}')
     for i, d in enumerate(r.case.disks):
-        path = f'/machine/peripheral/{"scsi" if d.bus == "virtio-scsi" else "vd"}{i}'
+        path = Run.device_path(i, d)
         if d.vq_mapping:
             got = r.qmp('qom-get', path=path, property='iothread-vq-mapping')
             if [m.get('iothread') for m in got] != list(d.vq_mapping):
@@ -640,13 +640,14 @@ def sc_reset_storm(r: Run) -> None:
     last complete pass or the one the reset cut (lib.sh check_gens: a
     lost write of a complete pass, a torn or misplaced one fails it)."""
     resets = int(r.case.env['RESETS'])
+    chunked = int(r.case.env.get('CHUNKS', 1)) > 1
     inflight_at = []
     t0 = time.time()
     for k in range(1, resets + 1):
         pos = wait(r, lambda t, k=k: (m := re.search(rf'@@MARK storm-io {k}\b', t)) and m.end(),
                    f'storm-io {k} (the load of boot {k})')
         while True:
-            if int(r.case.env.get('CHUNKS', 1)) > 1:
+            if chunked:
                 wait(r, lambda _t, k=k: (h := storm_header(r)) and h[1] == k and h[2] >= 2,
                      f'the header of boot {k}: 2 chunks of a pass complete', 60)
             tick = wait(r, lambda _t, p=pos: tick_in_flight(r, p),
@@ -655,7 +656,7 @@ def sc_reset_storm(r: Run) -> None:
             # A pass may have ended meanwhile: then wait for 2 chunks of
             # the next (the header only ever grows within a pass).
             h = storm_header(r)
-            if int(r.case.env.get('CHUNKS', 1)) == 1 or (h and h[1] == k and h[2] >= 2):
+            if not chunked or (h and h[1] == k and h[2] >= 2):
                 break
             pos = len(r.log())
         held = await_inflight(r, 'system_reset')
