@@ -5,7 +5,7 @@ fail() { echo "@@ERROR $*"; exit 1; }
 
 # wait_dev DEV [SECONDS]: wait for a block device node to appear.
 wait_dev() {
-    n=0
+    local n=0
     while [ ! -b "$1" ]; do
         n=$((n + 1)); [ $n -le $((${2:-10} * 10)) ] || fail "no device $1"
         usleep 100000
@@ -14,8 +14,8 @@ wait_dev() {
 
 # fio_json NAME ARGS...: run fio with JSON output, print it between markers.
 fio_json() {
-    name=$1; shift
-    rc=0
+    local name=$1 rc=0
+    shift
     fio --eta=never --output-format=json --output="/tmp/$name.json" "$@" || rc=$?
     fio_show "$name" $rc
 }
@@ -140,6 +140,7 @@ JOB
 # VSEED (default 1): a second pass on the same blocks needs another
 # VSEED, and a --verify_only the VSEED of the pass it verifies.
 verify_job() {
+    local dev eng mb n mode
     dev=$1 eng=$2 mb=$3; shift 3
     n=verify mode=write
     case " $* " in *" --verify_only "*) n=verifyonly mode=verify ;; esac
@@ -151,6 +152,7 @@ verify_job() {
 # on a written region; the zeroed region must read back as zeroes, the
 # discarded one must be readable and writable (verified) again.
 zero_discard() {
+    local dev off len q wz dz got want
     dev=$1 off=$2 len=$3 q=/sys/block/$(basename "$1")/queue
     wz=$(cat $q/write_zeroes_max_bytes) dz=$(cat $q/discard_max_bytes)
     echo "@@INFO $dev write_zeroes_max_bytes=$wz discard_max_bytes=$dz"
@@ -183,6 +185,7 @@ irq_count() {
 # requests in flight); TAG= alone while DEV is gone (unplugged).  Reads
 # sysfs only: a serial lookup would be a request to the device.
 ticker() {
+    local line b
     while :; do
         line=@@TICK
         for b in "$@"; do
@@ -221,7 +224,8 @@ ticker() {
 #          again: the reads can verify it while it is rewritten) and reads
 #          that verify it.
 gen_job() {
-    n=${4:-1}
+    # local: the callers loop over names like c and n (inflight.sh)
+    local n=${4:-1} pat c sfx r
     [ "$2" = pass ] || [ "$n" = 1 ] || fail "gen_job $2 in $n chunks"
     chunks_ok "$n"
     cat > "$1" <<JOB
@@ -346,6 +350,8 @@ both() {
 # fails naming the blocks that hold neither, or that lost a completed
 # write.
 check_gens() {
+    local name k1 k2 nc wt nblk cpids k r out rc got errs named n1 n2 neither done_n lost
+    local chunked what
     name=$1 k1=$2 k2=${3:-} nc=${4:-0} wt=${WL_TMP:-/tmp}
     shift 2; [ $# = 0 ] || shift 2
     nblk=$((A_MB * 256 + B_MB * 8))

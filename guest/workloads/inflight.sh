@@ -65,6 +65,7 @@ run_pass() {
 # of the pass that the cut ended (NAME-pass), and leaves in /tmp/passes
 # the last complete pass and the one that was cut.
 cut_load() {
+    local reads tick k last rc n rrc
     gen_job /tmp/reads.fio reads 0
     fio --eta=never --output-format=json --output="/tmp/$1-reads.json" /tmp/reads.fio &
     reads=$!

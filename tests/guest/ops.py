@@ -584,6 +584,29 @@ def check_cut_seen(results: List[Tuple[str, dict]], c: int) -> str:
     return ', '.join(f'{k} {"/".join(v)}' for k, v in seen.items() if v)
 
 
+def cycle_mark(text: str, what: str, c: int) -> Optional[int]:
+    """Where the guest's mark `what c` ends in text, or None before it;
+    fail if the guest's cth mark `what` is not `what c` (its cycles
+    counted wrong: the harness would wait for a mark that never comes).
+
+    >>> cycle_mark('@@MARK go 1\\n@@MARK go 2\\n', 'go', 2)
+    23
+    >>> cycle_mark('@@MARK go 1\\n', 'go', 2) is None
+    True
+    >>> cycle_mark('@@MARK go 1\\n@@MARK go 1\\n', 'go', 2)
+    Traceback (most recent call last):
+    ...
+    harness.CaseFail: the guest's mark 2 of go says go 1, expected go 2
+    """
+    marks = list(re.finditer(rf'@@MARK {what} (\d+)\b', text))
+    if len(marks) < c:
+        return None
+    if marks[c - 1].group(1) != str(c):
+        raise CaseFail(f'the guest\'s mark {c} of {what} says {what} {marks[c - 1].group(1)},'
+                       f' expected {what} {c}')
+    return marks[c - 1].end()
+
+
 def sc_unplug_inflight(r: Run) -> None:
     """CYCLES times: once the guest's load has requests in flight (and
     progresses), device_del; the guest's driver must finish them (Linux
@@ -595,8 +618,7 @@ def sc_unplug_inflight(r: Run) -> None:
     completed hold it (lib.sh check_gens)."""
     cycles = int(r.case.env['CYCLES'])
     for c in range(1, cycles + 1):
-        pos = wait(r, lambda t, c=c: (m := re.search(rf'@@MARK unplug-me {c}\b', t)) and m.end(),
-                   f'unplug-me {c}')
+        pos = wait(r, lambda t, c=c: cycle_mark(t, 'unplug-me', c), f'unplug-me {c}')
         tick = wait(r, lambda _t, p=pos: tick_in_flight(r, p), 'a tick with requests in flight', 60)
         time.sleep(random.uniform(0, 0.5))
         held = await_inflight(r, 'device_del')

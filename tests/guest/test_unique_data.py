@@ -377,6 +377,22 @@ class Passes(Base):
         p = self.sh('gen_job x.fio pass 3 3', **self.env)
         self.expect_fail(p, r'3 chunks do not split 1 MiB of 4 KiB blocks')
 
+    def test_functions_leave_the_callers_variables(self):
+        """gen_job and check_gens keep their variables to themselves: the
+        callers loop over names like c, k and n (inflight.sh's unplug
+        cycles counted c; run_pass's gen_job set it back to 1, so cycle 3
+        never came)."""
+        calls = (f'gen_job x.fio pass 3 {self.CHUNKS}; gen_job y.fio check 2;'
+                 f' gen_job z.fio reads 0; region b 2 {self.CHUNKS} >/dev/null;'
+                 f' check_gens c 2 3 3 {" ".join(self.logs)} >/dev/null')
+        p = self.sh(f'set > vars.before\n{calls}\nset > vars.after\n'
+                    'diff vars.before vars.after | sed -n "s/^[-+]//p" | grep -v "^[-+]" |'
+                    ' tr "\\n" " "',
+                    **self.env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(p.stdout.strip(), '',
+                         'lib.sh functions set variables of their callers: ' + p.stdout[-500:])
+
     def test_one_pass_check(self):
         self.start('pass2')
         p = self.check(2)
