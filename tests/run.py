@@ -1099,6 +1099,13 @@ def main():
                              'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
                              'check-update', 'debug'],
                     help='run only this suite (repeatable)')
+    ap.add_argument('--no-suite', action='append', default=[], metavar='SUITE',
+                    choices=['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
+                             'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
+                             'check-update', 'debug'],
+                    help='leave this suite out of the default ones (repeatable; no '
+                    'effect beside --suite): make test leaves out fuzz, which make '
+                    'test-full runs')
     ap.add_argument('--iotests', action='append',
                     choices=sorted(IOTEST_CONFIGS),
                     help='run only this iotests configuration (repeatable)')
@@ -1141,6 +1148,10 @@ def main():
         # The planted defects test the checks of the harness, not the
         # QEMU under them: once, on the fork, is enough.
         suites.remove('planted')
+    if args.no_suite and not args.suite:
+        suites = [x for x in suites if x not in args.no_suite]
+        log(f'== not run here: {", ".join(args.no_suite)} (--no-suite; make test-full'
+            ' runs every suite)')
     res = Results(KnownFailures(f'{TOP}/tests/known-failures',
                                 os.path.basename(build)))
     t0 = time.monotonic()
