@@ -56,6 +56,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QOS_DEVICES = ['virtio-blk-pci', 'virtio-scsi-pci', 'vhost-user-blk-pci']
 QTESTS = ['drive_del-test', 'hd-geo-test', 'cdrom-test', 'device-plug-test',
           'fuzz-virtio-scsi-test']
+# The suites, in the order they run (docs/testing.md)
+SUITES = ('docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz', 'unit', 'qtest',
+          'iotests', 'guest', 'planted', 'libvirt', 'check-update', 'debug')
+
 IOTEST_CONFIGS = {
     'raw-threads': ['-raw', '-i', 'threads'],
     'raw-native': ['-raw', '-nocache', '-i', 'native'],
@@ -1095,14 +1099,10 @@ def main():
                     help='build to test: a name under build/ or a path '
                          '(default: fork)')
     ap.add_argument('--suite', action='append',
-                    choices=['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
-                             'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
-                             'check-update', 'debug'],
+                    choices=SUITES,
                     help='run only this suite (repeatable)')
     ap.add_argument('--no-suite', action='append', default=[], metavar='SUITE',
-                    choices=['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
-                             'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
-                             'check-update', 'debug'],
+                    choices=SUITES,
                     help='leave this suite out of the default ones (repeatable; no '
                     'effect beside --suite): make test leaves out fuzz, which make '
                     'test-full runs')
@@ -1141,9 +1141,7 @@ def main():
     if not os.path.exists(f'{build}/qemu-system-x86_64'):
         sys.exit(f'run.py: {build} has no qemu-system-x86_64; build it first '
                  f'(make build)')
-    suites = args.suite or ['docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz',
-                            'unit', 'qtest', 'iotests', 'guest', 'planted', 'libvirt',
-                            'check-update', 'debug']
+    suites = args.suite or list(SUITES)
     if not args.suite and os.path.basename(build) != 'fork':
         # The planted defects test the checks of the harness, not the
         # QEMU under them: once, on the fork, is enough.
