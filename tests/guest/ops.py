@@ -666,7 +666,7 @@ def sc_reset_storm(r: Run) -> None:
     inflight_at = []
     t0 = time.time()
     for k in range(1, resets + 1):
-        pos = wait(r, lambda t, k=k: (m := re.search(rf'@@MARK storm-io {k}\b', t)) and m.end(),
+        pos = wait(r, lambda t, k=k: cycle_mark(t, 'storm-io', k),
                    f'storm-io {k} (the load of boot {k})')
         while True:
             if chunked:
