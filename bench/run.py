@@ -113,13 +113,20 @@ class Build:
             else os.path.join(ROOT, 'build', self.build)
         return os.path.join(d, 'qemu-system-x86_64')
 
+    def device_properties(self) -> set:
+        """The properties of this QEMU's virtio-blk-pci."""
+        p = subprocess.run([self.qemu, '-device', 'virtio-blk-pci,help'], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, check=False)
+        return set(re.findall(r'^\s+([\w.-]+)=', p.stdout, re.M))
+
+    def has_property(self, name: str) -> bool:
+        return name in self.device_properties()
+
     def check_props(self) -> Optional[str]:
         """None, or why QEMU will refuse the properties."""
         if not self.props:
             return None
-        p = subprocess.run([self.qemu, '-device', 'virtio-blk-pci,help'], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, check=False)
-        known = set(re.findall(r'^\s+([\w.-]+)=', p.stdout, re.M))
+        known = self.device_properties()
         bad = [kv.split('=')[0] for kv in self.props.split(',') if kv.split('=')[0] not in known]
         if bad:
             return (f'{self.qemu} has no virtio-blk-pci propert{"ies" if len(bad) > 1 else "y"} '
@@ -188,27 +195,49 @@ def add_upstream(specs: List[str]) -> List[str]:
 
 
 class Cell:
-    """One configuration, run on every build."""
+    """One configuration, run on every build.
+
+    iothreads > 1 spreads the queues over that many IOThreads
+    (iothread-vq-mapping, QEMU 9.0 and later):
+
+    >>> Cell('tmpfs-native', queues=4, depth=16, threads=True, iothreads=2).name
+    'tmpfs-native randread q4 d16 threads iothreads=2'
+    >>> Cell('tmpfs-native', poll=0).name
+    'tmpfs-native randread q1 d32 poll-max-ns=0'
+    """
 
     def __init__(self, backend: str, rw: str = 'randread', queues: int = 1,
-                 depth: int = 32, poll: Optional[int] = None, threads: bool = False):
+                 depth: int = 32, poll: Optional[int] = None, threads: bool = False,
+                 iothreads: int = 1):
         self.backend, self.rw, self.queues, self.depth, self.poll, self.threads = \
             backend, rw, queues, depth, poll, threads
+        self.iothreads = iothreads
 
     @property
     def name(self) -> str:
         n = f'{self.backend} {self.rw} q{self.queues} d{self.depth}'
         n += ' threads' if self.threads else ''
+        n += f' iothreads={self.iothreads}' if self.iothreads > 1 else ''
         return n + (f' poll-max-ns={self.poll}' if self.poll is not None else '')
 
 
-def matrix(full: bool) -> List[Cell]:
+def matrix(full: bool, mapping: bool = False) -> List[Cell]:
+    """The cells of a run; mapping: every build has iothread-vq-mapping, so
+    the 4-queue cell is also run with its queues on 2 IOThreads.
+
+    >>> [c.name for c in matrix(False, mapping=True)][-2:]
+    ['tmpfs-native randread q4 d16 threads', 'tmpfs-native randread q4 d16 threads iothreads=2']
+    >>> any(c.iothreads > 1 for c in matrix(False))
+    False
+    """
+    mq = [Cell('tmpfs-native', queues=4, depth=16, threads=True)]
+    if mapping:
+        mq.append(Cell('tmpfs-native', queues=4, depth=16, threads=True, iothreads=2))
     if not full:
         return [Cell('null'),
                 Cell('tmpfs-native', depth=1), Cell('tmpfs-native'),
                 Cell('tmpfs-native', poll=0),
-                Cell('tmpfs-io_uring'), Cell('tmpfs-threads'),
-                Cell('tmpfs-native', queues=4, depth=16, threads=True)]
+                Cell('tmpfs-io_uring'), Cell('tmpfs-threads')] + mq
     cells = [Cell(b, rw, q, d)
              for b in BACKENDS for rw in ('randread', 'randwrite')
              for q in (1, 4) for d in (1, 8, 32, 128)
@@ -219,6 +248,11 @@ def matrix(full: bool) -> List[Cell]:
     cells += [Cell(b, queues=q, depth=d, threads=True)
               for b in ('tmpfs-native', 'tmpfs-io_uring') for q in (4, 8)
               for d in (8, 16, 32, 64)]
+    # and spread over 2 IOThreads, where every build can
+    if mapping:
+        cells += [Cell(b, queues=q, depth=d, threads=True, iothreads=2)
+                  for b in ('tmpfs-native', 'tmpfs-io_uring') for q in (4, 8)
+                  for d in (16, 64)]
     return cells
 
 
@@ -401,7 +435,9 @@ def metrics(r: dict) -> dict:
          'kicks_per_req': r['kicks_per_req'], 'notif_per_req': r['notifications_per_req'],
          'qemu_us_per_req': r['qemu_cpu_us_per_req'],
          'loadgen_us_per_req': r.get('loadgen_cpu_us_per_req'),
-         'iothread_us_per_req': threads.get('IO iothread0', 0.0),
+         # every IOThread of the device (vblk-load names them iothreadN)
+         'iothread_us_per_req': sum(v for k, v in threads.items()
+                                    if k.startswith('IO iothread')),
          'main_us_per_req': threads.get('main', 0.0),
          'worker_us_per_req': threads.get('worker', 0.0),
          'qtest_busy': r.get('qtest', {}).get('busy'),
@@ -441,6 +477,8 @@ def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str
         cmd += ['--poll-max-ns', str(cell.poll)]
     if cell.threads:
         cmd.append('--threads')
+    if cell.iothreads > 1:
+        cmd += ['--iothreads', str(cell.iothreads)]
     if build.props:
         cmd += ['--device-opts', build.props]
     return cmd
@@ -882,7 +920,9 @@ def plots(res: dict, out: str) -> List[str]:
         for c in res['cells'].values():
             if c['rw'] == 'randread' and (c['queues'] > 1) == multi and c['poll'] is None:
                 for x in builds:
-                    key = (c['backend'], c['queues'], c.get('threads', False), x)
+                    how = (' threads' if c.get('threads') else '') + (
+                        f' iothreads={c["iothreads"]}' if c.get('iothreads', 1) > 1 else '')
+                    key = (c['backend'], c['queues'], how, x)
                     series.setdefault(key, []).append(
                         (c['depth'], ci_cols(c['runs'][x], 'iops', 1e3)))
         if not series:
@@ -892,7 +932,8 @@ def plots(res: dict, out: str) -> List[str]:
         depths = sorted({d for pts in series.values() for d, _ in pts})
         for (bk, q, th, x), pts in sorted(series.items(),
                                           key=lambda i: (i[0][:3], builds.index(i[0][3]))):
-            dat = os.path.join(out, re.sub(r'[^\w.-]', '_', f'{png[:-4]}-{bk}-q{q}-{x}') + '.dat')
+            dat = os.path.join(out, re.sub(r'[^\w.-]', '_', f'{png[:-4]}-{bk}-q{q}{th}-{x}')
+                               + '.dat')
             pts.sort()
             k = builds.index(x)
             shift = 2 ** ((k - (len(builds) - 1) / 2) * 0.05)   # builds side by side
@@ -901,11 +942,12 @@ def plots(res: dict, out: str) -> List[str]:
                     if j and not neighbours(pts[j - 1][0], d):
                         f.write('\n')       # gnuplot: no line across the gap
                     f.write(f'{d * shift:.4f} {cols}\n')
-            title = f'{bk} q{q}{" threads" if th else ""} {x}'
+            title = f'{bk} q{q}{th} {x}'
             lines.append(f'"{dat}" using 1:2:3:4 with yerrorlines dt {1 + k} pt {7 + 2 * k} '
                          f'ps 0.8 lc {1 + groups.index((bk, q, th))} title "{title}"')
         gp += ['set output "' + os.path.join(out, png) + '"',
-               'set title "kIOPS against queue depth per queue (4 KiB randread, 1 IOThread; '
+               'set title "kIOPS against queue depth per queue (4 KiB randread, 1 IOThread unless '
+               'iothreads=N; '
                f'{"several queues" if multi else "1 queue"}); medians with '
                f'{100 * CONFIDENCE:.0f}% intervals"',
                'set logscale x 2', 'set xlabel "queue depth"', 'set ylabel "kIOPS"',
@@ -1212,13 +1254,14 @@ def main() -> None:
         die('bench/vblk-load/vblk-load is missing: run "make vblk-load"')
     os.makedirs(args.out, exist_ok=True)
 
-    cells = [] if args.guest_only else matrix(args.full)
+    mapping = all(b.has_property('iothread-vq-mapping') for b in builds)
+    cells = [] if args.guest_only else matrix(args.full, mapping)
     if args.cells and not args.guest_only:
         pats = args.cells.split(',')
         cells = [c for c in cells if any(fnmatch.fnmatch(c.name, p) for p in pats)]
         if not cells:
             die(f'no cell matches {args.cells!r}; the cells are:\n  '
-                + '\n  '.join(c.name for c in matrix(args.full)))
+                + '\n  '.join(c.name for c in matrix(args.full, mapping)))
     labels = [b.label for b in builds]
     res = {'machine': machine(), 'mode': 'full' if args.full else 'quick',
            'command': shlex.join(['python3', 'bench/run.py'] + sys.argv[1:]),
@@ -1243,7 +1286,7 @@ def main() -> None:
         fio = host_fio(c, args)
         res['cells'][c.name] = {'backend': c.backend, 'rw': c.rw, 'queues': c.queues,
                                 'depth': c.depth, 'poll': c.poll, 'threads': c.threads,
-                                'runs': runs, 'host_fio_iops': fio, 'stopped': why}
+                                'iothreads': c.iothreads, 'runs': runs, 'host_fio_iops': fio, 'stopped': why}
         cis = [cell_ci(res['cells'][c.name], labels[0], x, 'iops') for x in labels[1:]]
         print(f'[{i + 1}/{len(cells)} {time.time() - t0:.0f}s] {c.name}: '
               f'{len(runs[labels[0]])} rounds; '
