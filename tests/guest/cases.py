@@ -280,6 +280,28 @@ CASES += [
              ' a fio job pinned to each of 4 vCPUs: every queue used, both IOThreads'
              ' busy, verified'),
 
+    # The trixie line (QEMU 10.0): the operations of issue 33 item 3 on
+    # disks whose queues are spread over two IOThreads.
+    Case('migrate-mapping', 'rounds',
+         [Disk(aio='io_uring', iothread=('io0', 'io1'), num_queues=4, serial='mig0',
+               size_mb=4 * MIGRATE_MB),
+          Disk(aio='native', iothread=('io1', 'io0'), num_queues=4, packed=True,
+               event_idx=False, serial='mig1', size_mb=4 * MIGRATE_MB)],
+         env={'DISKS': 'mig0 mig1', 'MB': str(MIGRATE_MB), 'CTL': '1', 'SPLIT_CPUS': '4'},
+         smp=4, ctl=True, needs='iothread-vq-mapping', scenario='migrate',
+         scenario_args={'hops': 2}, timeout=300,
+         doc='2 live migrations during verified I/O, two disks of 4 queues each over'
+             ' two IOThreads (iothread-vq-mapping; split and packed rings)'),
+
+    Case('blockjobs-mapping', 'rounds',
+         [Disk(aio='native', iothread=('io0', 'io1'), num_queues=4, size_mb=32, serial='job0'),
+          Disk(aio='io_uring', iothread=('io1', 'io0'), num_queues=4, size_mb=32,
+               serial='job1')],
+         env={'DISKS': 'job0 job1', 'MB': '8', 'CTL': '1', 'SPLIT_CPUS': '4'},
+         smp=4, ctl=True, needs='iothread-vq-mapping', scenario='blockjobs', timeout=300,
+         doc='blockjobs (mirror, snapshot, commit during verified writes) on two disks'
+             ' of 4 queues each over two IOThreads (iothread-vq-mapping)'),
+
     Case('unplug-inflight', 'inflight',
          [Disk(aio='native', iothread=True, num_queues=2, size_mb=64)],
          env={'MODE': 'unplug', 'CYCLES': '4', 'ENGINE': 'io_uring'},
