@@ -194,6 +194,12 @@ def add_upstream(specs: List[str]) -> List[str]:
     return specs if have else specs + ['upstream']
 
 
+def variant(threads: bool, iothreads: int) -> str:
+    """What a cell's name says after its depth about its threads."""
+    return ((' threads' if threads else '')
+            + (f' iothreads={iothreads}' if iothreads > 1 else ''))
+
+
 class Cell:
     """One configuration, run on every build.
 
@@ -216,8 +222,7 @@ class Cell:
     @property
     def name(self) -> str:
         n = f'{self.backend} {self.rw} q{self.queues} d{self.depth}'
-        n += ' threads' if self.threads else ''
-        n += f' iothreads={self.iothreads}' if self.iothreads > 1 else ''
+        n += variant(self.threads, self.iothreads)
         return n + (f' poll-max-ns={self.poll}' if self.poll is not None else '')
 
 
@@ -920,8 +925,7 @@ def plots(res: dict, out: str) -> List[str]:
         for c in res['cells'].values():
             if c['rw'] == 'randread' and (c['queues'] > 1) == multi and c['poll'] is None:
                 for x in builds:
-                    how = (' threads' if c.get('threads') else '') + (
-                        f' iothreads={c["iothreads"]}' if c.get('iothreads', 1) > 1 else '')
+                    how = variant(c.get('threads', False), c.get('iothreads', 1))
                     key = (c['backend'], c['queues'], how, x)
                     series.setdefault(key, []).append(
                         (c['depth'], ci_cols(c['runs'][x], 'iops', 1e3)))
@@ -1286,7 +1290,8 @@ def main() -> None:
         fio = host_fio(c, args)
         res['cells'][c.name] = {'backend': c.backend, 'rw': c.rw, 'queues': c.queues,
                                 'depth': c.depth, 'poll': c.poll, 'threads': c.threads,
-                                'iothreads': c.iothreads, 'runs': runs, 'host_fio_iops': fio, 'stopped': why}
+                                'iothreads': c.iothreads, 'runs': runs, 'host_fio_iops': fio,
+                                'stopped': why}
         cis = [cell_ci(res['cells'][c.name], labels[0], x, 'iops') for x in labels[1:]]
         print(f'[{i + 1}/{len(cells)} {time.time() - t0:.0f}s] {c.name}: '
               f'{len(runs[labels[0]])} rounds; '
