@@ -121,5 +121,42 @@ class TestFirmwareLog(unittest.TestCase):
         self.assertEqual(postmortem.firmware_log('/nonexistent/firmware.log'), '')
 
 
+# HMP `info registers -a` of a two-vCPU x86 guest, trimmed to the lines
+# cpu_state() reads (the real output has the segment and control registers
+# between them).
+REGS = """CPU#0
+RAX=0000000000000000 RBX=ffffffff82613940 RCX=0000000000000000 RDX=0000000000000001
+RIP=ffffffff81e0e8ab RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1
+CPU#1
+RAX=0000000000000001 RBX=ffff88803ec2b6c0 RCX=0000000000000000 RDX=0000000000000000
+RIP=ffffffff8113a2f1 RFL=00000046 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=0
+"""
+
+
+class TestCpuState(unittest.TestCase):
+    def test_each_vcpu(self):
+        self.assertEqual(postmortem.cpu_state(REGS),
+                         ['cpu0 rip=ffffffff81e0e8ab if=1 hlt=1',
+                          'cpu1 rip=ffffffff8113a2f1 if=0 hlt=0'])
+
+    def test_samples(self):
+        seen = []
+
+        def hmp(cmd):
+            seen.append(cmd)
+            return REGS
+        out = postmortem.cpu_samples(hmp, samples=2, gap=0)
+        self.assertEqual(seen, ['info registers -a'] * 2)
+        self.assertEqual(out.splitlines()[1],
+                         'vcpus, sample 2: cpu0 rip=ffffffff81e0e8ab if=1 hlt=1; '
+                         'cpu1 rip=ffffffff8113a2f1 if=0 hlt=0')
+
+    def test_a_failing_monitor_is_reported_not_raised(self):
+        def hmp(cmd):
+            raise RuntimeError('QEMU is gone')
+        self.assertEqual(postmortem.cpu_samples(hmp, gap=0),
+                         'vcpu state unavailable: QEMU is gone')
+
+
 if __name__ == '__main__':
     unittest.main()

@@ -513,7 +513,8 @@ class Run:
 
     def postmortem(self) -> str:
         """Where the guest is, for a timeout's report: what the firmware
-        printed last and the tail of the kernel's log (postmortem.py)."""
+        printed last, the vCPUs' state and the tail of the kernel's log
+        (postmortem.py)."""
         if not self.vm.is_running():
             return ''
         out = []
@@ -524,7 +525,16 @@ class Run:
             r = self.vm.qmp('pmemsave', val=addr, size=size, filename=path)
             if 'error' in r:
                 raise RuntimeError(r['error'].get('desc', r['error']))
+        def hmp(cmd: str) -> str:
+            r = self.vm.qmp('human-monitor-command', **{'command-line': cmd})
+            if 'error' in r:
+                raise RuntimeError(r['error'].get('desc', r['error']))
+            return r['return']
+        out.append(postmortem.cpu_samples(hmp))
         out.append(postmortem.kernel_log(pmemsave, self.case.mem, CMDLINE, self.tmp))
+        # Again after the log's search (seconds of pmemsave): a log that
+        # grew, or moved vCPUs, is a crawl; the same state is a hang.
+        out.append(postmortem.cpu_samples(hmp, samples=1, label='vcpus after it'))
         return '\n'.join(out)
 
     def kill(self) -> None:

@@ -1,5 +1,6 @@
 """Where a hung guest is, for a timeout's report: the firmware's debug
-output and the tail of the guest kernel's log, read from guest memory.
+output, where the vCPUs are, and the tail of the guest kernel's log,
+read from guest memory.
 
 The guest boots with `quiet` and its serial console carries the
 workload's markers, so what the kernel said before a hang is not on the
@@ -17,6 +18,7 @@ a report that fails must not hide the failure it reports."""
 
 import os
 import re
+import time
 from typing import Callable, List, Optional
 
 LOG_BUF_LEN = 1 << 17            # CONFIG_LOG_BUF_SHIFT=17 in Debian's kernels
@@ -107,4 +109,48 @@ def kernel_log(pmemsave: Callable[[int, int, str], None], mem: str, marker: str,
     for at, recs in sorted(logs, key=lambda x: -len(x[1]))[-4:]:
         out.append(f'kernel log at {at:#x}, {len(recs)} records, the last:')
         out += ['  ' + r for r in recs[-lines:]]
+    return '\n'.join(out)
+
+
+REG = re.compile(r'CPU#(\d+)|RIP=([0-9a-f]+)|RFL=([0-9a-f]+)|HLT=(\d)')
+
+
+def cpu_state(regs: str) -> List[str]:
+    """Each vCPU's instruction pointer, interrupt flag and halt state
+    from HMP `info registers -a`: 'cpu0 rip=ffffffff81... if=1 hlt=0'."""
+    out: List[str] = []
+    cur: dict = {}
+    for m in REG.finditer(regs):
+        if m.group(1) is not None:
+            if cur:
+                out.append(cur)
+            cur = {'cpu': m.group(1)}
+        elif m.group(2) is not None:
+            cur['rip'] = m.group(2)
+        elif m.group(3) is not None:
+            cur['if'] = str((int(m.group(3), 16) >> 9) & 1)
+        elif m.group(4) is not None:
+            cur['hlt'] = m.group(4)
+    if cur:
+        out.append(cur)
+    return [f"cpu{c['cpu']} rip={c.get('rip', '?')} if={c.get('if', '?')} "
+            f"hlt={c.get('hlt', '?')}" for c in out]
+
+
+def cpu_samples(hmp: Callable[[str], str], samples: int = 3,
+                gap: float = 1.0, label: str = 'vcpus') -> str:
+    """Where the vCPUs are, sampled a few times gap seconds apart: a
+    guest that crawls (slow, but working) shows instruction pointers
+    that move; one that hangs shows a vCPU halted with interrupts on
+    and nothing to wake it, or one spinning at the same few addresses
+    (waiting for another vCPU, e.g. an IPI that never came)."""
+    out = []
+    try:
+        for i in range(samples):
+            if i:
+                time.sleep(gap)
+            out.append(f'{label}, sample {i + 1}: ' +
+                       '; '.join(cpu_state(hmp('info registers -a'))))
+    except Exception as e:  # pylint: disable=broad-except
+        out.append(f'vcpu state unavailable: {e}')
     return '\n'.join(out)
