@@ -158,5 +158,36 @@ class TestCpuState(unittest.TestCase):
                          'vcpu state unavailable: QEMU is gone')
 
 
+# HMP `info lapic 1` of the same guest (QEMU 7.2).
+LAPIC = """dumping local APIC state for CPU 1 
+
+LVT0\t 0x00010700 active-hi edge  masked                      ExtINT (vec 0)
+LVTTHMR\t 0x00010000 active-hi edge  masked                      Fixed  (vec 0)
+LVTT\t 0x000000ec active-hi edge                 one-shot     Fixed  (vec 236)
+Timer\t DCR=0x3 (divide by 16) initial_count = 132694 current_count = 0
+ICR\t 0x000008fb logical edge de-assert no-shorthand
+ICR2\t 0x02000000 mask 00000010 (APIC ID)
+ISR\t (none)
+IRR\t 236 
+
+APR 0x00 TPR 0x10 DFR 0x0f LDR 0x01 PPR 0x10
+"""
+
+
+class TestLapicState(unittest.TestCase):
+    def test_the_lines_of_a_lost_wakeup(self):
+        seen = []
+
+        def hmp(cmd):
+            seen.append(cmd)
+            return LAPIC
+        out = postmortem.lapic_state(hmp, 2).splitlines()
+        self.assertEqual(seen, ['info lapic 0', 'info lapic 1'])
+        self.assertEqual(out[1], 'lapic of cpu1: LVTT 0x000000ec active-hi edge one-shot '
+                         'Fixed (vec 236); Timer DCR=0x3 (divide by 16) initial_count = '
+                         '132694 current_count = 0; ICR 0x000008fb logical edge de-assert '
+                         'no-shorthand; ISR (none); IRR 236')
+
+
 if __name__ == '__main__':
     unittest.main()

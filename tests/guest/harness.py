@@ -531,6 +531,7 @@ class Run:
                 raise RuntimeError(r['error'].get('desc', r['error']))
             return r['return']
         out.append(postmortem.cpu_samples(hmp))
+        out.append(postmortem.lapic_state(hmp, self.case.smp))
         out.append(postmortem.kernel_log(pmemsave, self.case.mem, CMDLINE, self.tmp))
         # Again after the log's search (seconds of pmemsave): a log that
         # grew, or moved vCPUs, is a crawl; the same state is a hang.

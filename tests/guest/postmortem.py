@@ -154,3 +154,23 @@ def cpu_samples(hmp: Callable[[str], str], samples: int = 3,
     except Exception as e:  # pylint: disable=broad-except
         out.append(f'vcpu state unavailable: {e}')
     return '\n'.join(out)
+
+
+LAPIC_KEEP = ('LVTT', 'Timer', 'ISR', 'IRR', 'ICR')
+
+
+def lapic_state(hmp: Callable[[str], str], cpus: int) -> str:
+    """Each vCPU's local APIC, the lines that tell a lost wakeup: the
+    timer (LVTT, Timer: one-shot, its counts), the interrupts in service
+    (ISR) and pending (IRR) and the last IPI sent (ICR).  An interrupt
+    pending in IRR of a vCPU halted with interrupts on is a wakeup that
+    QEMU did not deliver."""
+    out = []
+    try:
+        for c in range(cpus):
+            lines = [l for l in hmp(f'info lapic {c}').splitlines()
+                     if l.split()[:1] and l.split()[0] in LAPIC_KEEP]
+            out.append(f'lapic of cpu{c}: ' + '; '.join(' '.join(l.split()) for l in lines))
+    except Exception as e:  # pylint: disable=broad-except
+        out.append(f'lapic state unavailable: {e}')
+    return '\n'.join(out)
