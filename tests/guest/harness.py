@@ -526,10 +526,7 @@ class Run:
             if 'error' in r:
                 raise RuntimeError(r['error'].get('desc', r['error']))
         def hmp(cmd: str) -> str:
-            r = self.vm.qmp('human-monitor-command', **{'command-line': cmd})
-            if 'error' in r:
-                raise RuntimeError(r['error'].get('desc', r['error']))
-            return r['return']
+            return qmp_call(self.vm, 'human-monitor-command', **{'command-line': cmd})
         out.append(postmortem.cpu_samples(hmp))
         out.append(postmortem.lapic_state(hmp, self.case.smp))
         out.append(postmortem.kernel_log(pmemsave, self.case.mem, CMDLINE, self.tmp))
