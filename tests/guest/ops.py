@@ -36,6 +36,7 @@ from harness import (CUT_ERRNOS, CaseFail, Run, await_inflight, fio_results, lau
 
 MIGRATE_TIMEOUT = 120       # seconds for one migration
 MIGRATE_SLOW = 8 << 20      # bytes/s, until the moment to switch over
+HOLD_IOPS = 20              # requests/s a source disk completes meanwhile
 JOB_TIMEOUT = 120           # seconds for a block job to get ready or complete
 
 
@@ -185,6 +186,21 @@ def migrate(r: Run, when: Callable[[str], object]
     return info, src_ops, held
 
 
+def hold_disks(r: Run, vm) -> None:
+    """Throttle vm's virtio-blk disks to HOLD_IOPS requests a second
+    (block_set_io_throttle), reads and writes together: a round's writes
+    (about 400 requests a disk) then last 20 s or more on vm, not the
+    second or less they take unthrottled, longer than the switch-over of a
+    migration takes.  Whether a round's writes outlasted the switch-over
+    had been a race between the host's speed and the guest's.  The
+    switch-over drains the requests that the throttle holds, on vm; the
+    destination's disks are not throttled."""
+    for i, d in enumerate(r.case.disks):
+        if d.bus == 'virtio-blk':
+            qmp_on(vm, 'block_set_io_throttle', id=f'{r.device_path(i, d)}/virtio-backend',
+                   bps=0, bps_rd=0, bps_wr=0, iops=HOLD_IOPS, iops_rd=0, iops_wr=0)
+
+
 def read(path: str) -> str:
     with open(path, 'rb') as f:
         return f.read().decode('utf-8', 'replace')
@@ -263,7 +279,9 @@ def sc_migrate(r: Run) -> None:
     workload writes on every disk.  The migration copies RAM from the
     start of a round on, and switches over once query-blockstats on the
     source shows every disk completing writes between two polls 0.2 s
-    apart (WritingInRound).  A hop counts if the switch-over came in the
+    apart (WritingInRound).  From the start of the round on, the source's
+    disks are throttled (hold_disks), so that the round's writes last
+    longer than the switch-over however fast the host.  A hop counts if the switch-over came in the
     middle of the round's writes: the source completed writes on every
     disk since the round started, and when the guest's `round-io-done` of
     that round appears the destination has completed writes on every disk
@@ -283,6 +301,7 @@ def sc_migrate(r: Run) -> None:
                            + (f', none from {" to ".join(min(ways - counted))}'
                               if ways - counted else '') + ': make the rounds longer (MB)')
         wait(r, lambda t: round_phase(t)[0] == 'round-start', 'the start of a round', 120)
+        hold_disks(r, r.vm)
         tries += 1
         way = (r.kinds[-1], r.case.binaries[len(r.vms) % len(r.case.binaries)])
         cond = WritingInRound(r)
