@@ -281,11 +281,11 @@ def sc_migrate(r: Run) -> None:
     source shows every disk completing writes between two polls 0.2 s
     apart (WritingInRound).  From the start of the round on, the source's
     disks are throttled (hold_disks), so that the round's writes last
-    longer than the switch-over however fast the host.  A hop counts if the switch-over came in the
-    middle of the round's writes: the source completed writes on every
-    disk since the round started, and when the guest's `round-io-done` of
-    that round appears the destination has completed writes on every disk
-    too (after it the round only reads).  A hop that does not count (the
+    longer than the switch-over however fast the host.  A hop counts if
+    the switch-over came in the middle of the round's writes: the source
+    completed writes on every disk since the round started, and when the
+    guest's `round-io-done` of that round appears the destination has
+    completed writes on every disk too (after it the round only reads).  A hop that does not count (the
     migration completed by itself first, or the round's writes ended
     before the switch-over) is retried, at most HOPS+3 migrations in all.
     Then the guest's rounds end and it verifies both regions of every
