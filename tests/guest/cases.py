@@ -293,6 +293,21 @@ CASES += [
          doc='2 live migrations during verified I/O, two disks of 4 queues each over'
              ' two IOThreads (iothread-vq-mapping; split and packed rings)'),
 
+    # The stop's drain against the IOThreads' deferred guest notifier
+    # writes (lines/trixie/patches/fixes/0008), made certain: gdb holds
+    # each write that comes during a stop for half a second.
+    Case('migrate-late-notify', 'rounds',
+         [Disk(aio='io_uring', iothread=('io0', 'io1'), num_queues=4, serial='mig0',
+               size_mb=4 * MIGRATE_MB),
+          Disk(aio='native', iothread=('io1', 'io0'), num_queues=4, packed=True,
+               event_idx=False, serial='mig1', size_mb=4 * MIGRATE_MB)],
+         env={'DISKS': 'mig0 mig1', 'MB': str(MIGRATE_MB), 'CTL': '1', 'SPLIT_CPUS': '4'},
+         smp=4, ctl=True, needs='iothread-vq-mapping', scenario='migrate',
+         scenario_args={'hops': 1}, timeout=300, late_notify=True,
+         doc='a live migration during verified I/O (the disks of migrate-mapping) under'
+             ' gdb, which holds back every guest notification an IOThread makes during'
+             ' the switch-over: none may find the guest notifier torn down'),
+
     Case('blockjobs-mapping', 'rounds',
          [Disk(aio='native', iothread=('io0', 'io1'), num_queues=4, size_mb=32, serial='job0'),
           Disk(aio='io_uring', iothread=('io1', 'io0'), num_queues=4, size_mb=32,

@@ -202,6 +202,10 @@ class Case:
     # qemu-system-x86 of the pinned version (debian_qemu()).  Default:
     # the build only.
     binaries: Tuple[str, ...] = ('build',)
+    # Run the build's QEMUs under gdb (gdb_late_notify): hold back every
+    # guest notification that an IOThread makes while the VM stops, and
+    # fail the case if one finds the guest notifier torn down.
+    late_notify: bool = False
 
 
 def tf(b: bool) -> str:
@@ -278,6 +282,8 @@ class Run:
             wrapper = gdb_wrapper(self.tmp, self.break_notify)
         elif self.drop_write is not None and kind == 'build':
             wrapper = gdb_drop_write(self.tmp, self.drop_write, self.drop_min_bytes)
+        elif self.case.late_notify and kind == 'build':
+            wrapper = gdb_late_notify(self.tmp)
         vm = QEMUMachine(binary, wrapper=wrapper,
                          name=self.case.name + (f'-{n}' if n else ''),
                          base_temp_dir=self.tmp, log_dir=self.tmp)
@@ -646,6 +652,79 @@ def gdb_drop_write(tmp: str, n: int, min_bytes: int = 0) -> List[str]:
     return ['gdb', '-q', '-nx', '-batch', '-x', script, '--args']
 
 
+# What gdb prints for each notification it held back (gdb_late_notify),
+# and for one that found the guest notifier torn down when let go.
+LATE_RE = re.compile(r'iobatch: late notify (\d+)')
+LOST_RE = re.compile(r'iobatch: lost notify (\d+)')
+LATE_NOTIFY_S = 0.5
+
+
+def gdb_late_notify(tmp: str) -> List[str]:
+    """Run QEMU under gdb in non-stop mode, and hold every call of
+    virtio_notify_irqfd_deferred_fn() (the guest notifier write that an
+    IOThread's virtio_notify_irqfd() deferred to the end of its section of
+    deferred calls) that comes while the VM is not running, for
+    LATE_NOTIFY_S, in its thread only: the rest of QEMU goes on, as if
+    the host had preempted the IOThread there.  A stop (vm stop, the
+    switch-over of a migration) drains the requests in flight, so such a
+    write comes after a drain that already saw its request complete; if
+    the stop has torn down the guest notifier by the time the write is
+    made, the guest never hears of that completion.  gdb prints LATE_RE
+    for every write it held and LOST_RE for one whose notifier was torn
+    down by then.  10.0's function (not the bookworm line's, whose
+    batching names it otherwise)."""
+    need_gdb('late_notify')
+    script = os.path.join(tmp, 'late-notify.gdb')
+    with open(script, 'w', encoding='ascii') as f:
+        f.write(f"""set confirm off
+set pagination off
+set non-stop on
+handle SIGUSR1 SIGUSR2 SIGPIPE SIGALRM nostop noprint pass
+break virtio_notify_irqfd_deferred_fn if 'runstate.c'::current_run_state != RUN_STATE_RUNNING
+python
+import threading
+count = {{'late': 0, 'lost': 0}}
+def on_stop(ev):
+    if not isinstance(ev, gdb.BreakpointEvent):
+        return
+    thread = ev.inferior_thread
+    def resume():
+        count['late'] += 1
+        gdb.execute('thread %d' % thread.num, to_string=True)
+        gdb.write('iobatch: late notify %d\\n' % count['late'])
+        if not int(gdb.parse_and_eval('((EventNotifier *) opaque)->initialized')):
+            count['lost'] += 1
+            gdb.write('iobatch: lost notify %d: the guest notifier was torn down\\n'
+                      % count['lost'])
+        gdb.execute('continue &')
+    threading.Timer({LATE_NOTIFY_S}, lambda: gdb.post_event(resume)).start()
+gdb.events.stop.connect(on_stop)
+gdb.events.exited.connect(lambda e: gdb.post_event(lambda: gdb.execute('quit')))
+end
+run
+""")
+    # Not -batch, and the hold is a timer, not a sleep in a breakpoint's
+    # commands: in non-stop mode `run` returns at the first stop, which a
+    # batch gdb would end at, and gdb must keep handling events (other
+    # threads' stops) while one thread is held.  gdb reads commands from
+    # a pipe that stays open (none come) until the shell, which waits for
+    # gdb, exits; gdb quits when QEMU has exited.
+    return ['sh', '-c', 'tail -f /dev/null --pid=$$ | gdb -q -nx -x "$0" --args "$@"',
+            script]
+
+
+def late_notified(r: 'Run') -> Tuple[int, int]:
+    """(held, lost): what gdb_late_notify printed in the logs of the
+    case's QEMUs."""
+    held = lost = 0
+    for path in glob.glob(os.path.join(r.tmp, glob.escape(r.case.name) + '*.log')):
+        with open(path, encoding='utf-8', errors='replace') as f:
+            text = f.read()
+        held += len(LATE_RE.findall(text))
+        lost += len(LOST_RE.findall(text))
+    return held, lost
+
+
 # -- scenarios: what the harness does while the workload runs -----------------
 
 def sc_none(r: Run) -> None:
@@ -841,7 +920,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                 glog = f.read()
             if 'not defined' in glog or glog.count('Breakpoint ') < 2:
                 raise CaseFail('--break-notify: gdb did not set both breakpoints')
-        if drop_write is not None and r.kinds[0] == 'build':
+        if (drop_write is not None or case.late_notify) and r.kinds[0] == 'build':
             # gdb reads QEMU's symbols first (seconds on a loaded machine).
             until = time.time() + 60
             while True:
@@ -852,8 +931,8 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                     break
                 time.sleep(0.5)
             if 'Breakpoint 1 at' not in glog:
-                raise CaseFail('--drop-write: gdb did not set its breakpoint'
-                               f' ({glog.strip()[-300:]})')
+                raise CaseFail(('--drop-write' if drop_write is not None else 'late_notify')
+                               + f': gdb did not set its breakpoint ({glog.strip()[-300:]})')
         SCENARIOS[case.scenario](r)
         m = r.wait_marker(r'@@RESULT rc=(\d+)')
         err = re.search(r'@@ERROR [^\r\n]*', r.log())
@@ -875,6 +954,16 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         if r.vm.exitcode() != 0:
             raise CaseFail(f'QEMU exited with {r.vm.exitcode()}')
         check_fio(case, fio_results(r.log()))
+        if case.late_notify:
+            held, lost = late_notified(r)
+            if lost:
+                raise CaseFail(f'{lost} of {held} guest notifications held back during a stop'
+                               ' found the guest notifier torn down (lost interrupts)')
+            if not held:
+                raise CaseFail('late_notify: no guest notification came during a stop,'
+                               ' nothing was checked')
+            return True, f'gdb held {held} guest notifications during stops, none lost', \
+                time.time() - t0
         return True, dropped(r) if drop_write is not None else '', time.time() - t0
     except CaseFail as e:
         tail = ''
@@ -892,6 +981,10 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
             r.kill()
             if drop_write is not None:
                 e = CaseFail(f'{e} [{dropped(r)}]')
+            if case.late_notify and 'late_notify' not in str(e):
+                held, lost = late_notified(r)
+                e = CaseFail(f'{e} [gdb held {held} guest notifications during stops,'
+                             f' {lost} of them found the guest notifier torn down]')
             tail = '\n'.join('    | ' + l for l in r.log().splitlines()[-25:])
             qlog = (r.vm.get_log() or '').strip()
             if qlog:
