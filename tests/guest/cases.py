@@ -237,6 +237,15 @@ CASES = [
 # -- operations with I/O in flight (ops.py) ------------------------------------
 MIGRATE_FULL = list(itertools.product(*MIGRATE_AXES.values()))
 
+# The disks, workload and guest of the migrations with iothread-vq-mapping
+MIGRATE_MAPPING = dict(
+    disks=[Disk(aio='io_uring', iothread=('io0', 'io1'), num_queues=4, serial='mig0',
+                size_mb=4 * MIGRATE_MB),
+           Disk(aio='native', iothread=('io1', 'io0'), num_queues=4, packed=True,
+                event_idx=False, serial='mig1', size_mb=4 * MIGRATE_MB)],
+    env={'DISKS': 'mig0 mig1', 'MB': str(MIGRATE_MB), 'CTL': '1', 'SPLIT_CPUS': '4'},
+    smp=4, ctl=True, needs='iothread-vq-mapping')
+
 CASES += [
     _migrate_case(f'migrate-pw{k + 1}', [MIGRATE_PAIRWISE[i] for i in g])
     for k, g in enumerate(MIGRATE_GROUPS)
@@ -283,12 +292,7 @@ CASES += [
     # The trixie line (QEMU 10.0): the operations of issue 33 item 3 on
     # disks whose queues are spread over two IOThreads.
     Case('migrate-mapping', 'rounds',
-         [Disk(aio='io_uring', iothread=('io0', 'io1'), num_queues=4, serial='mig0',
-               size_mb=4 * MIGRATE_MB),
-          Disk(aio='native', iothread=('io1', 'io0'), num_queues=4, packed=True,
-               event_idx=False, serial='mig1', size_mb=4 * MIGRATE_MB)],
-         env={'DISKS': 'mig0 mig1', 'MB': str(MIGRATE_MB), 'CTL': '1', 'SPLIT_CPUS': '4'},
-         smp=4, ctl=True, needs='iothread-vq-mapping', scenario='migrate',
+         **MIGRATE_MAPPING, scenario='migrate',
          scenario_args={'hops': 2}, timeout=300,
          doc='2 live migrations during verified I/O, two disks of 4 queues each over'
              ' two IOThreads (iothread-vq-mapping; split and packed rings)'),
@@ -297,12 +301,7 @@ CASES += [
     # writes (lines/trixie/patches/fixes/0008), made certain: gdb holds
     # each write that comes during a stop for half a second.
     Case('migrate-late-notify', 'rounds',
-         [Disk(aio='io_uring', iothread=('io0', 'io1'), num_queues=4, serial='mig0',
-               size_mb=4 * MIGRATE_MB),
-          Disk(aio='native', iothread=('io1', 'io0'), num_queues=4, packed=True,
-               event_idx=False, serial='mig1', size_mb=4 * MIGRATE_MB)],
-         env={'DISKS': 'mig0 mig1', 'MB': str(MIGRATE_MB), 'CTL': '1', 'SPLIT_CPUS': '4'},
-         smp=4, ctl=True, needs='iothread-vq-mapping', scenario='migrate',
+         **MIGRATE_MAPPING, scenario='migrate',
          scenario_args={'hops': 1}, timeout=300, late_notify=True,
          doc='a live migration during verified I/O (the disks of migrate-mapping) under'
              ' gdb, which holds back every guest notification an IOThread makes during'
