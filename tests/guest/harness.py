@@ -717,12 +717,20 @@ def late_notified(r: 'Run') -> Tuple[int, int]:
     """(held, lost): what gdb_late_notify printed in the logs of the
     case's QEMUs."""
     held = lost = 0
-    for path in glob.glob(os.path.join(r.tmp, glob.escape(r.case.name) + '*.log')):
-        with open(path, encoding='utf-8', errors='replace') as f:
-            text = f.read()
+    for _, text in qemu_logs(r):
         held += len(LATE_RE.findall(text))
         lost += len(LOST_RE.findall(text))
     return held, lost
+
+
+def qemu_logs(r: 'Run') -> List[Tuple[str, str]]:
+    """(path, text) of the logs of the case's QEMUs, in order: tmp/NAME.log,
+    NAME-1.log ... after a migration; under a gdb wrapper, gdb's output."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(r.tmp, glob.escape(r.case.name) + '*.log'))):
+        with open(path, encoding='utf-8', errors='replace') as f:
+            out.append((path, f.read()))
+    return out
 
 
 # -- scenarios: what the harness does while the workload runs -----------------
@@ -893,11 +901,10 @@ def dropped(r: 'Run') -> str:
     QEMUs (tmp/NAME.log, NAME-1.log ... after a migration: each QEMU
     counts its own writes)."""
     found = []
-    for path in sorted(glob.glob(os.path.join(r.tmp, glob.escape(r.case.name) + '*.log'))):
-        with open(path, encoding='utf-8', errors='replace') as f:
-            found += [f'dropped write {m.group(1)}: offset {m.group(2)}, {m.group(3)} bytes'
-                      + (f' ({os.path.basename(path)})' if len(r.vms) > 1 else '')
-                      for m in DROPPED_RE.finditer(f.read())]
+    for path, text in qemu_logs(r):
+        found += [f'dropped write {m.group(1)}: offset {m.group(2)}, {m.group(3)} bytes'
+                  + (f' ({os.path.basename(path)})' if len(r.vms) > 1 else '')
+                  for m in DROPPED_RE.finditer(text)]
     return '; '.join(found) or f'no write dropped: fewer than {r.drop_write} writes'
 
 
