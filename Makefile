@@ -33,6 +33,9 @@ JOBS ?= $(shell nproc)
 # Debian's QEMU (as /usr/local/bin would, first in PATH); DESTDIR for staging.
 PREFIX ?= /opt/qemu-iobatch
 DESTDIR ?=
+# make deb: where the packages are built, root (a clean root that mmdebstrap
+# makes for the build) or host (this machine).
+DEB_BUILDER ?= root
 # make repo: the apt repository, outside the checkout (hosts point at it, so
 # it must outlive 'make distclean'); the directory of the key that signs it
 # (made once and kept, root's alone; empty: 'signing' beside REPO_DIR); the
@@ -78,10 +81,11 @@ help: ## this list (also 'make' alone)
 
 ##@ Use the fork (docs/install.md)
 # The fork as Debian packages: Debian's packaging of the pinned source with
-# the series as quilt patches, x86 only.  About 33 minutes on 2 cores, cold;
-# not part of 'make test'.
-deb: deps-deb ## [root] Debian packages of the fork in build/deb (~33 min on 2 cores)
-	scripts/deb.sh
+# the series as quilt patches, x86 only, built in a clean bookworm root that
+# mmdebstrap makes for the build (DEB_BUILDER=host: on this machine, with
+# make deps-deb's build dependencies).  Not part of 'make test'.
+deb: deps-deb ## [root] Debian packages of the fork in build/deb, built in a clean root
+	DEB_BUILDER='$(DEB_BUILDER)' scripts/deb.sh
 
 # Signs the repository, adds qemu-iobatch-apt to it and installs that here.
 repo: deb ## [root][host] add build/deb to the signed apt repository REPO_DIR (/srv/qemu-iobatch/repo); this host uses it
@@ -135,8 +139,8 @@ fuzz-build: fetch ## [root] the fork for fuzzing (clang, libFuzzer, ASan, UBSan)
 vblk-load: ## the virtio-blk load generator without a guest, bench/vblk-load
 	$(MAKE) -C bench/vblk-load
 
-deps-deb: ## [root] install the build dependencies of make deb (~230 packages)
-	scripts/deps-deb.sh
+deps-deb: ## [root] what make deb needs: mmdebstrap (DEB_BUILDER=host: ~230 build dependencies)
+	DEB_BUILDER='$(DEB_BUILDER)' scripts/deps-deb.sh
 
 clean: ## remove build/base and build/fork
 	rm -rf build/base build/fork

@@ -4,10 +4,16 @@
 # debian/rules and the pkg.qemu.x86only profile: qemu-system-x86,
 # qemu-system-common, qemu-system-gui, qemu-block-extra and qemu-utils (plus
 # their -dbgsym).  The version is lines/bookworm/base.pin's + "+iobatchN"
-# (scripts/version.sh; IOBATCH_REV=N overrides N).  Compiles through ccache
-# when it is installed.  Puts the apt preferences file
-# packaging/qemu-iobatch.pref beside the packages and writes the build time
-# to DEB_OUT/build-time.txt.
+# (scripts/version.sh; IOBATCH_REV=N overrides N).  Puts the apt preferences
+# file packaging/qemu-iobatch.pref beside the packages and writes the build
+# time to DEB_OUT/build-time.txt.
+#
+# DEB_BUILDER says where the packages are built:
+#   root  (the default) in a clean root of the line's Debian release made for
+#         the build by mmdebstrap (scripts/deb-root.sh); the host gets
+#         nothing but mmdebstrap;
+#   host  on this machine, with the build dependencies that make deps-deb
+#         installed here, through ccache when it is installed.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,34 +29,48 @@ if "$top/scripts/deb-src.sh" --check; then
     echo "deb: $out is up to date (built in $(cat "$out/build-time.txt"))"
     exit 0
 fi
+builder=${DEB_BUILDER:-root}
+case $builder in
+    root|host) ;;
+    *) die "DEB_BUILDER=$builder: say root (a clean build root, the default) or host (this machine)" ;;
+esac
 src=$("$top/scripts/deb-src.sh")
 work=$(dirname "$src")
 install -m 644 "$top/packaging/qemu-iobatch.pref" "$out/qemu-iobatch.pref"
-(cd "$src" && dpkg-checkbuilddeps -B -P "$PROFILE") ||
-    die "build dependencies missing (above); run 'make deps-deb'"
+if [ "$builder" = root ]; then
+    rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build-time.txt"
+    t0=$(date +%s)
+    dscs=("$out"/*.dsc)
+    [ ${#dscs[@]} -eq 1 ] || die "$out: expected one .dsc, found: ${dscs[*]}"
+    JOBS=$jobs "$top/scripts/deb-root.sh" "${dscs[0]}" "$out"
+    secs=$(( $(date +%s) - t0 ))
+else
+    (cd "$src" && dpkg-checkbuilddeps -B -P "$PROFILE") ||
+        die "build dependencies missing (above); run 'make deps-deb DEB_BUILDER=host'"
 
-# ccache the way Debian's own builders use it: its compiler links first in
-# PATH (QEMU's configure runs 'gcc').  deb-src.sh unpacks every build in
-# the same directory, so a rebuild with another version hits the cache.
-if [ -d /usr/lib/ccache ]; then
-    export PATH=/usr/lib/ccache:$PATH
+    # ccache the way Debian's own builders use it: its compiler links first in
+    # PATH (QEMU's configure runs 'gcc').  deb-src.sh unpacks every build in
+    # the same directory, so a rebuild with another version hits the cache.
+    if [ -d /usr/lib/ccache ]; then
+        export PATH=/usr/lib/ccache:$PATH
+    fi
+    rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build-time.txt"
+    rm -f "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo
+    echo "deb: building $(basename "$src") ($(cd "$src" && dpkg-parsechangelog -S Version))" \
+         "with $jobs jobs (log: $out/build.log)"
+    t0=$(date +%s)
+    (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$jobs" \
+        dpkg-buildpackage -B -us -uc -P"$PROFILE" -j"$jobs") >"$out/build.log" 2>&1 || {
+        tail -n 40 "$out/build.log" >&2
+        die "dpkg-buildpackage failed; see $out/build.log"; }
+    secs=$(( $(date +%s) - t0 ))
+    mv "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo "$out/"
 fi
-rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build-time.txt"
-rm -f "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo
-echo "deb: building $(basename "$src") ($(cd "$src" && dpkg-parsechangelog -S Version))" \
-     "with $jobs jobs (log: $out/build.log)"
-t0=$(date +%s)
-(cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$jobs" \
-    dpkg-buildpackage -B -us -uc -P"$PROFILE" -j"$jobs") >"$out/build.log" 2>&1 || {
-    tail -n 40 "$out/build.log" >&2
-    die "dpkg-buildpackage failed; see $out/build.log"; }
-secs=$(( $(date +%s) - t0 ))
-mv "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo "$out/"
 
 for p in "${WANT[@]}"; do
     ls "$out/${p}_"*.deb >/dev/null 2>&1 || die "dpkg-buildpackage made no $p package"
 done
-echo "$secs s ($((secs / 60)) min $((secs % 60)) s), $jobs jobs, $(nproc) cores, $(date -u +%F)" \
+echo "$secs s ($((secs / 60)) min $((secs % 60)) s), $jobs jobs, $(nproc) cores, $(date -u +%F), $builder" \
     >"$out/build-time.txt"
 echo "deb: built in $(cat "$out/build-time.txt"):"
 (cd "$out" && ls -1 *.deb *.dsc)

@@ -1,8 +1,11 @@
 #!/bin/bash
-# deps-deb.sh: install what 'make deb' needs: dpkg-dev and the build
-# dependencies of the fork's source package, as apt-get build-dep computes
-# them from its .dsc for an arch-only build with the pkg.qemu.x86only profile.
-# Nothing when DEB_OUT (default build/deb) has the packages of this source.
+# deps-deb.sh: install what 'make deb' needs.  With DEB_BUILDER=root (the
+# default: scripts/deb.sh builds in a clean root) that is mmdebstrap and
+# nothing else.  With DEB_BUILDER=host: dpkg-dev and the build dependencies
+# of the fork's source package, as apt-get build-dep computes them from its
+# .dsc for an arch-only build with the pkg.qemu.x86only profile (about 230
+# packages).  Nothing when DEB_OUT (default build/deb) has the packages of
+# this source.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +15,20 @@ die() { echo "deps-deb: error: $*" >&2; exit 1; }
 if "$top/scripts/deb-src.sh" --check; then
     exit 0
 fi
+case ${DEB_BUILDER:-root} in
+    root)
+        command -v mmdebstrap >/dev/null && exit 0
+        [ "$(id -u)" -eq 0 ] || die "run as root: apt-get install mmdebstrap"
+        echo "deps-deb: installing mmdebstrap (the packages are built in a clean root)"
+        { apt-get -o DPkg::Lock::Timeout=600 update -q &&
+          apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends mmdebstrap; } \
+            >"$top/build/deps-deb.log" 2>&1 || {
+            tail -n 20 "$top/build/deps-deb.log" >&2
+            die "apt-get install mmdebstrap failed; see build/deps-deb.log"; }
+        exit 0 ;;
+    host) ;;
+    *) die "DEB_BUILDER=${DEB_BUILDER}: say root (a clean build root, the default) or host (this machine)" ;;
+esac
 src=$("$top/scripts/deb-src.sh")
 dsc=$(ls "${DEB_OUT:-$top/build/deb}"/*.dsc)
 if (cd "$src" && dpkg-checkbuilddeps -B -P pkg.qemu.x86only) 2>/dev/null; then

@@ -8,7 +8,10 @@ host.  It puts back what was there at the end, also when a check fails or
 it is stopped with SIGINT, SIGTERM or SIGHUP (not SIGKILL).
 
 1. The packages of build/deb (make deb) carry the version that
-   scripts/version.sh derives from git (base + "+iobatchN").
+   scripts/version.sh derives from git (base + "+iobatchN").  Debian's
+   QEMU (the newest version below the fork's, installed now if the host has
+   another or none) runs a VM (TCG, SeaBIOS, nothing to boot) through
+   steps 2 and 3.
 2. scripts/repo.sh adds them to a repository of its own
    (build/test-deb/repo, signed with a key of its own in
    build/test-deb/signing) and installs its qemu-iobatch-apt: this host's
@@ -17,7 +20,8 @@ it is stopped with SIGINT, SIGTERM or SIGHUP (not SIGKILL).
 3. 'apt-get update' runs the hook, which warns exactly when Debian's
    archive has a newer qemu than the fork's base; 'apt-get install
    qemu-system-x86 ...' (the names only) installs the fork from the
-   repository.
+   repository.  The VM still runs Debian's binary (query-version; its
+   /proc/PID/exe is deleted); migrated to a new process, it runs the fork.
 4. The installed packages: --version names the package version and the
    series; dpkg -S says our packages own the files; modules (the TCG
    accelerator, a display device, a block driver) load; apt would not
@@ -73,6 +77,9 @@ DEB_NEXT = os.path.join(TOP, 'build', 'deb-next')
 APT_GET = ['apt-get', '-q', '-o', 'DPkg::Lock::Timeout=600']
 QEMU = '/usr/bin/qemu-system-x86_64'
 MODDIR = '/usr/lib/x86_64-linux-gnu/qemu'
+# The VMs that run across the install: a machine type that Debian's 7.2 and
+# the fork both have, so that one can migrate to the other.
+VM_MACHINE = 'pc-i440fx-7.2'
 ENV = dict(os.environ, DEBIAN_FRONTEND='noninteractive', LC_ALL='C')
 
 
@@ -134,6 +141,23 @@ def apt_versions(pkg):
     return re.findall(r'^ (?:\*\*\*|   ) (\S+) (-?\d+)$', out, re.M)
 
 
+def version_gt(a, b):
+    return sh('dpkg', '--compare-versions', a, 'gt', b, check=False).returncode == 0
+
+
+def newest_debian(pkg, below=None):
+    """The newest version of pkg that apt would install from Debian
+    (priority 500 or more, not the fork's), lower than below if given;
+    None if there is none."""
+    best = None
+    for v, prio in apt_versions(pkg):
+        if '+iobatch' in v or int(prio) < 500 or (below and not version_gt(below, v)):
+            continue
+        if best is None or version_gt(v, best):
+            best = v
+    return best
+
+
 class DebTest:
     def __init__(self):
         try:
@@ -165,6 +189,9 @@ class DebTest:
                 with open(f, 'rb') as fh:
                     self.saved[f] = (fh.read(), os.stat(f).st_mode & 0o7777)
         self.next_version = None
+        self.tmp = tempfile.mkdtemp(prefix='iobatch-test-deb-')
+        self.vms = []
+        self.old_vm = self.old_info = None
 
     # -- the version, the repository, install ----------------------------------
     def derived_version(self):
@@ -203,13 +230,7 @@ class DebTest:
     def debian_newest(self):
         """The newest version of Debian's qemu-system-x86 that apt would
         install without the pin (priority 500 or more), without +bN."""
-        vs = [v for v, prio in apt_versions('qemu-system-x86')
-              if '+iobatch' not in v and int(prio) >= 500]
-        best = None
-        for v in vs:
-            if best is None or sh('dpkg', '--compare-versions', v, 'gt', best,
-                                  check=False).returncode == 0:
-                best = v
+        best = newest_debian('qemu-system-x86')
         return best and re.sub(r'\+b\d+$', '', best)
 
     def update_hook(self):
@@ -219,8 +240,7 @@ class DebTest:
         newest = self.debian_newest()
         if not newest:
             raise Fail("apt knows no Debian qemu-system-x86: is Debian's archive in the sources?")
-        ahead = sh('dpkg', '--compare-versions', newest, 'gt', self.base,
-                   check=False).returncode == 0
+        ahead = version_gt(newest, self.base)
         warned = [l for l in out.splitlines() if 'qemu-iobatch-check' in l]
         # Before the fork is installed the check has nothing to compare.
         if warned:
@@ -300,6 +320,110 @@ class DebTest:
             f'{p} {v or "absent"}' for p, v in now.items()) + \
             f'; apt files as before ({len(self.saved)} existed)'
 
+    # -- a VM that runs while the fork is installed over Debian's ---------------
+    def debian_vm(self):
+        """Debian's QEMU (installed now if the host has another or none) runs
+        a VM that keeps running while the fork is installed over it."""
+        sh(*APT_GET, 'update', timeout=900)
+        want = {}
+        for p in PACKAGES:
+            # The newest Debian version below the fork's: what a host has
+            # before it installs the fork (apt does not downgrade to it).
+            best = newest_debian(p, below=self.version)
+            if not best:
+                raise Fail(f'apt knows no Debian version of {p} below {self.version}')
+            want[p] = best
+        if {p: status(p) for p in PACKAGES} != want:
+            sh(*APT_GET, 'install', '-y', '--allow-downgrades', '--no-install-recommends',
+               *[f'{p}={v}' for p, v in want.items()], timeout=900)
+        self.old_vm = self.vm(QEMU)
+        info = self.vm_info(self.old_vm)
+        if 'iobatch' in info['package'] or info['status'] != 'running':
+            raise Fail(f'the VM on Debian\'s {want["qemu-system-x86"]}: {info}')
+        self.old_info = info
+        return (f'Debian\'s {want["qemu-system-x86"]} installed; a VM runs on it (pid '
+                f'{self.old_vm.get_pid()}): query-version {info["package"]!r}')
+
+    def vm(self, binary, *extra):
+        """A VM on binary: SeaBIOS with nothing to boot, TCG, QMP."""
+        # QEMU's python/qemu from any source tree of the base: make fetch's,
+        # or the one make deb unpacked.
+        trees = [os.path.join(TOP, 'build', 'src', n, 'python') for n in ('fork', 'base')] + \
+            sorted(glob.glob(os.path.join(TOP, 'build', 'deb-work', '*', 'python')))
+        trees = [t for t in trees if os.path.isdir(os.path.join(t, 'qemu', 'machine'))]
+        if not trees:
+            raise Fail('no python/qemu in build/src or build/deb-work: run make fetch')
+        sys.path.insert(0, trees[0])
+        from qemu.machine import QEMUMachine  # pylint: disable=import-outside-toplevel
+        vm = QEMUMachine(binary, args=['-M', VM_MACHINE, '-accel', 'tcg', '-m', '128',
+                                       '-nodefaults', '-display', 'none', *extra],
+                         base_temp_dir=self.tmp)
+        self.vms.append(vm)
+        try:
+            vm.launch()
+        except Exception as e:  # pylint: disable=broad-except
+            raise Fail(f'{binary} did not start: {(vm.get_log() or str(e)).strip()[-300:]}') \
+                from e
+        return vm
+
+    @staticmethod
+    def vm_info(vm):
+        def call(cmd, **args):
+            r = vm.qmp(cmd, args_dict=args)
+            if 'error' in r:
+                raise Fail(f'QMP {cmd}: {r["error"]}')
+            return r['return']
+        return {'package': call('query-version')['package'].strip(),
+                'status': call('query-status')['status'],
+                'exe': os.readlink(f'/proc/{vm.get_pid()}/exe')}
+
+    def running_vm(self):
+        """The VM started on Debian's QEMU before the install still runs
+        Debian's binary (dpkg replaced the file, not the process); migrated to
+        a new process it runs the fork, without a restart of the guest."""
+        old = self.old_vm
+        if not old.is_running():
+            raise Fail(f'the VM started before the install exited: {old.get_log()}')
+        info = self.vm_info(old)
+        if info['package'] != self.old_info['package'] or info['status'] != 'running' or \
+                not info['exe'].endswith(' (deleted)'):
+            raise Fail(f'after the install the old VM says {info}, before {self.old_info}')
+        sock = os.path.join(self.tmp, 'migrate.sock')
+        new = self.vm(QEMU, '-incoming', 'defer')
+        for vm, cmd, args in ((new, 'migrate-incoming', {'uri': f'unix:{sock}'}),
+                              (old, 'migrate', {'uri': f'unix:{sock}'})):
+            r = vm.qmp(cmd, args_dict=args)
+            if 'error' in r:
+                raise Fail(f'QMP {cmd}: {r["error"]}')
+        deadline = time.time() + 120
+        while True:
+            st = old.qmp('query-migrate')['return'].get('status')
+            if st == 'completed':
+                break
+            if st in ('failed', 'cancelled') or time.time() > deadline:
+                raise Fail(f'migration to the fork: {st} ({old.qmp("query-migrate")})')
+            time.sleep(0.2)
+        deadline = time.time() + 30
+        while (info2 := self.vm_info(new))['status'] != 'running' and time.time() < deadline:
+            time.sleep(0.2)
+        want = f'Debian {self.version}, {self.series}'
+        if info2['status'] != 'running' or want not in info2['package']:
+            raise Fail(f'after the migration the new process says {info2}, want running and '
+                       f'{want!r}')
+        old.shutdown()
+        new.shutdown()
+        return (f'after the install the old process still ran {info["package"]!r} '
+                f'({info["exe"]}); migrated to a new one: {info2["status"]}, '
+                f'{info2["package"]!r}')
+
+    def stop_vms(self):
+        for vm in self.vms:
+            try:
+                vm.shutdown()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
     # -- checks ---------------------------------------------------------------
     def version_check(self, version=None):
         version = version or self.version
@@ -357,13 +481,7 @@ class DebTest:
         # that is not ours, as docs/install.md has the admin read it.
         want = {}
         for p in PACKAGES:
-            best = None
-            for v, prio in apt_versions(p):
-                if '+iobatch' in v or int(prio) < 500:
-                    continue
-                if best is None or sh('dpkg', '--compare-versions', v, 'gt', best,
-                                      check=False).returncode == 0:
-                    best = v
+            best = newest_debian(p)
             if not best:
                 raise Fail(f'without the repository apt knows no Debian version of {p}')
             want[p] = best
@@ -536,8 +654,11 @@ def main():
     print(f'# test-deb: {t.version}; REPLACES THIS HOST\'S QEMU until it ends', flush=True)
     try:
         res.check('deb-version-derived', t.derived_version)
+        vm_ok = res.check('deb-debian-vm', t.debian_vm)
         if res.check('deb-repo', t.repo) and res.check('deb-apt-update', t.update_hook) and \
                 res.check('deb-install', t.install):
+            if vm_ok:
+                res.check('deb-running-vm', t.running_vm)
             res.check('deb-version', t.version_check)
             res.check('deb-held-back-check', t.check_after_install)
             res.check('deb-dpkg-owner', t.owner)
@@ -563,6 +684,7 @@ def main():
         res.fail('test-deb', f'{e or "interrupted"}; restoring')
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        t.stop_vms()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
         if a.keep:

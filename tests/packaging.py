@@ -489,6 +489,53 @@ def t_install_uninstall(tmp):
             f'them; then {un.strip().splitlines()[0][len("uninstall: "):]}: DESTDIR empty')
 
 
+def bin_without(tmp, tool):
+    """A directory to be PATH: every command of the usual ones but tool."""
+    bindir = os.path.join(tmp, f'bin-without-{tool}')
+    os.makedirs(bindir)
+    for d in ('/usr/local/bin', '/usr/bin', '/usr/sbin', '/bin', '/sbin'):
+        for f in os.listdir(d) if os.path.isdir(d) else []:
+            if f != tool and not os.path.exists(f'{bindir}/{f}'):
+                os.symlink(os.path.join(d, f), f'{bindir}/{f}')
+    return bindir
+
+
+def t_deb_root_refuses(tmp):
+    """make deb's clean-root build stops with what to do, before it makes a
+    root: an unknown DEB_BUILDER, no mmdebstrap, a .dsc whose files are
+    not beside it."""
+    out, work = os.path.join(tmp, 'rootdeb'), os.path.join(tmp, 'rootdeb-work')
+    os.makedirs(out)
+    env = dict(os.environ, DEB_OUT=out, DEB_WORK=work, DEB_BUILDER='chroot')
+    r = run([os.path.join(TOP, 'scripts', 'deb.sh')], env=env, check=False)
+    if r.returncode == 0 or 'DEB_BUILDER=chroot' not in r.stderr or 'root' not in r.stderr \
+            or os.path.exists(work):
+        raise Fail(f'deb.sh DEB_BUILDER=chroot: exit {r.returncode}, {r.stderr.strip()!r}, '
+                   f'{work} made: {os.path.exists(work)}')
+    said = [r.stderr.strip()]
+    dsc = os.path.join(out, 'q_1.0-1.dsc')
+    with open(dsc, 'w', encoding='utf-8') as f:
+        f.write('Format: 3.0 (quilt)\nSource: q\nFiles:\n'
+                ' 0123456789abcdef0123456789abcdef 10 q_1.0.orig.tar.xz\n')
+    deb_root = os.path.join(TOP, 'scripts', 'deb-root.sh')
+    r = run([deb_root, dsc, out], check=False)
+    if r.returncode == 0 or 'q_1.0.orig.tar.xz is not beside it' not in r.stderr or \
+            os.listdir(out) != ['q_1.0-1.dsc']:
+        raise Fail(f'deb-root.sh, a file of the .dsc missing: exit {r.returncode}, '
+                   f'{r.stderr.strip()!r}, {out}: {os.listdir(out)}')
+    said.append(r.stderr.strip())
+    with open(os.path.join(out, 'q_1.0.orig.tar.xz'), 'wb'):
+        pass
+    r = run([deb_root, dsc, out], env=dict(os.environ, PATH=bin_without(tmp, 'mmdebstrap')),
+            check=False)
+    if r.returncode == 0 or 'mmdebstrap not found' not in r.stderr or \
+            'make deps-deb' not in r.stderr or sorted(os.listdir(out)) != \
+            ['q_1.0-1.dsc', 'q_1.0.orig.tar.xz']:
+        raise Fail(f'deb-root.sh without mmdebstrap: exit {r.returncode}, {r.stderr.strip()!r}')
+    said.append(r.stderr.strip())
+    return '; '.join(said)
+
+
 def t_install_refuses(tmp):
     """uninstall without a manifest removes nothing and says why; install
     overwrites no file it did not install; uninstall keeps a directory that
@@ -1047,12 +1094,7 @@ class RepoTests:
 
     def missing_tool(self):
         """Without gpg, repo.sh stops and says what to do."""
-        bindir = os.path.join(self.tmp, 'bin-without-gpg')
-        os.makedirs(bindir)
-        for d in ('/usr/local/bin', '/usr/bin', '/usr/sbin', '/bin', '/sbin'):
-            for f in os.listdir(d) if os.path.isdir(d) else []:
-                if f != 'gpg' and not os.path.exists(f'{bindir}/{f}'):
-                    os.symlink(os.path.join(d, f), f'{bindir}/{f}')
+        bindir = bin_without(self.tmp, 'gpg')
         r = run([os.path.join(TOP, 'scripts', 'repo.sh'), '--from', f'{self.tmp}/deb1',
                  '--repo', f'{self.tmp}/repo-nogpg', '--no-setup'],
                 env=dict(os.environ, PATH=bindir), check=False)
@@ -1289,6 +1331,7 @@ def main():
         report('deb-src-metadata', lambda: t_deb_src_metadata(tmp))
         report('install-uninstall', lambda: t_install_uninstall(tmp))
         report('install-refuses', lambda: t_install_refuses(tmp))
+        report('deb-root-refuses', lambda: t_deb_root_refuses(tmp))
         try:
             t = RepoTests(tmp)
         except (Fail, OSError, subprocess.SubprocessError) as e:
