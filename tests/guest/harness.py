@@ -69,6 +69,11 @@ class CaseFail(Exception):
     pass
 
 
+class LateNotifyFail(CaseFail):
+    """A case with late_notify failed in gdb_late_notify's own check: its
+    message says what gdb saw already."""
+
+
 def qmp_call(vm, cmd: str, **args) -> dict:
     """What QMP command cmd returned on vm (the keys of args as given:
     event_idx).  An error reply, or a QEMU that went away (it crashed, or
@@ -938,8 +943,9 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
                     break
                 time.sleep(0.5)
             if 'Breakpoint 1 at' not in glog:
-                raise CaseFail(('--drop-write' if drop_write is not None else 'late_notify')
-                               + f': gdb did not set its breakpoint ({glog.strip()[-300:]})')
+                fail = CaseFail if drop_write is not None else LateNotifyFail
+                raise fail(('--drop-write' if drop_write is not None else 'late_notify')
+                           + f': gdb did not set its breakpoint ({glog.strip()[-300:]})')
         SCENARIOS[case.scenario](r)
         m = r.wait_marker(r'@@RESULT rc=(\d+)')
         err = re.search(r'@@ERROR [^\r\n]*', r.log())
@@ -964,11 +970,12 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
         if case.late_notify:
             held, lost = late_notified(r)
             if lost:
-                raise CaseFail(f'{lost} of {held} guest notifications held back during a stop'
-                               ' found the guest notifier torn down (lost interrupts)')
+                raise LateNotifyFail(f'{lost} of {held} guest notifications held back during'
+                                     ' a stop found the guest notifier torn down (lost'
+                                     ' interrupts)')
             if not held:
-                raise CaseFail('late_notify: no guest notification came during a stop,'
-                               ' nothing was checked')
+                raise LateNotifyFail('late_notify: no guest notification came during a stop,'
+                                     ' nothing was checked')
             return True, f'gdb held {held} guest notifications during stops, none lost', \
                 time.time() - t0
         return True, dropped(r) if drop_write is not None else '', time.time() - t0
@@ -988,7 +995,7 @@ def run_case(case: Case, build: str, guest: str, break_notify: Optional[int] = N
             r.kill()
             if drop_write is not None:
                 e = CaseFail(f'{e} [{dropped(r)}]')
-            if case.late_notify and 'late_notify' not in str(e):
+            if case.late_notify and not isinstance(e, LateNotifyFail):
                 held, lost = late_notified(r)
                 e = CaseFail(f'{e} [gdb held {held} guest notifications during stops,'
                              f' {lost} of them found the guest notifier torn down]')
