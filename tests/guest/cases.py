@@ -316,6 +316,19 @@ CASES += [
          doc='blockjobs (mirror, snapshot, commit during verified writes) on two disks'
              ' of 4 queues each over two IOThreads (iothread-vq-mapping)'),
 
+    # blockjobs-mapping's machine for one round and nothing else: for
+    # --repeat, a boot of that configuration again and again (a rare
+    # boot hang and an abort in the MSI-X table under TCG, 2026-12-06:
+    # docs/guest-tests.md).
+    Case('boot-mapping', 'rounds',
+         [Disk(aio='native', iothread=('io0', 'io1'), num_queues=4, size_mb=32, serial='job0'),
+          Disk(aio='io_uring', iothread=('io1', 'io0'), num_queues=4, size_mb=32,
+               serial='job1')],
+         env={'DISKS': 'job0 job1', 'MB': '8', 'CTL': '1', 'SPLIT_CPUS': '4', 'ROUNDS': '1'},
+         smp=4, ctl=True, needs='iothread-vq-mapping', timeout=300, long=True,
+         doc='blockjobs-mapping\'s machine, one verified round, no operation: to repeat'
+             ' its boot (--repeat N)'),
+
     Case('unplug-inflight', 'inflight',
          [Disk(aio='native', iothread=True, num_queues=2, size_mb=64)],
          env={'MODE': 'unplug', 'CYCLES': '4', 'ENGINE': 'io_uring'},

@@ -52,6 +52,9 @@ def main() -> int:
                     help='more properties for every virtio-blk and virtio-scsi device, '
                     'e.g. x-notify-batch=deferred (a case\'s own come after them)')
     ap.add_argument('--keep', action='store_true', help='keep each case\'s temp dir')
+    ap.add_argument('--repeat', type=int, metavar='N', default=1,
+                    help='run each case N times in a row, stopping at its first failure '
+                    '(a rare hang: docs/guest-tests.md)')
     a = ap.parse_args()
     # On SIGTERM (a CI timeout), unwind so that each case kills its QEMU.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -103,17 +106,20 @@ def main() -> int:
         c.timeout = int(c.timeout * a.timeout_scale)
         if c.soak and a.soak_seconds:
             c.soak = a.soak_seconds
-        ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep,
-                                         a.drop_write, a.drop_min_bytes)
-        if ok:
-            passed += 1
-            print(f'ok {c.name}{": " + why if why else ""} ({secs:.0f}s)', flush=True)
-        else:
-            failed += 1
-            first, _, rest = why.partition('\n')
-            print(f'FAIL {c.name}: {first} ({secs:.0f}s)', flush=True)
-            if rest.strip():
-                print(rest, flush=True)
+        for i in range(a.repeat):
+            ok, why, secs = harness.run_case(c, a.build, guest, a.break_notify, a.keep,
+                                             a.drop_write, a.drop_min_bytes)
+            run = f' (run {i + 1} of {a.repeat})' if a.repeat > 1 else ''
+            if ok:
+                passed += 1
+                print(f'ok {c.name}{": " + why if why else ""} ({secs:.0f}s){run}', flush=True)
+            else:
+                failed += 1
+                first, _, rest = why.partition('\n')
+                print(f'FAIL {c.name}: {first} ({secs:.0f}s){run}', flush=True)
+                if rest.strip():
+                    print(rest, flush=True)
+                break
     print(f'# total {time.time() - t0:.0f}s')
     print(f'{passed} passed, {failed} failed, {skipped} skipped')
     return 1 if failed else 0
