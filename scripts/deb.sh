@@ -37,13 +37,12 @@ esac
 src=$("$top/scripts/deb-src.sh")
 work=$(dirname "$src")
 install -m 644 "$top/packaging/qemu-iobatch.pref" "$out/qemu-iobatch.pref"
+rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build-time.txt"
+t0=$(date +%s)
 if [ "$builder" = root ]; then
-    rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build-time.txt"
-    t0=$(date +%s)
     dscs=("$out"/*.dsc)
     [ ${#dscs[@]} -eq 1 ] || die "$out: expected one .dsc, found: ${dscs[*]}"
     JOBS=$jobs "$top/scripts/deb-root.sh" "${dscs[0]}" "$out"
-    secs=$(( $(date +%s) - t0 ))
 else
     (cd "$src" && dpkg-checkbuilddeps -B -P "$PROFILE") ||
         die "build dependencies missing (above); run 'make deps-deb DEB_BUILDER=host'"
@@ -54,18 +53,16 @@ else
     if [ -d /usr/lib/ccache ]; then
         export PATH=/usr/lib/ccache:$PATH
     fi
-    rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build-time.txt"
     rm -f "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo
     echo "deb: building $(basename "$src") ($(cd "$src" && dpkg-parsechangelog -S Version))" \
          "with $jobs jobs (log: $out/build.log)"
-    t0=$(date +%s)
     (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$jobs" \
         dpkg-buildpackage -B -us -uc -P"$PROFILE" -j"$jobs") >"$out/build.log" 2>&1 || {
         tail -n 40 "$out/build.log" >&2
         die "dpkg-buildpackage failed; see $out/build.log"; }
-    secs=$(( $(date +%s) - t0 ))
     mv "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo "$out/"
 fi
+secs=$(( $(date +%s) - t0 ))
 
 for p in "${WANT[@]}"; do
     ls "$out/${p}_"*.deb >/dev/null 2>&1 || die "dpkg-buildpackage made no $p package"

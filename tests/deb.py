@@ -141,6 +141,14 @@ def apt_versions(pkg):
     return re.findall(r'^ (?:\*\*\*|   ) (\S+) (-?\d+)$', out, re.M)
 
 
+def qmp(vm, cmd, **args):
+    """What QMP command cmd returned on vm; an error reply is a Fail."""
+    r = vm.qmp(cmd, args_dict=args)
+    if 'error' in r:
+        raise Fail(f'QMP {cmd}: {r["error"]}')
+    return r['return']
+
+
 def version_gt(a, b):
     return sh('dpkg', '--compare-versions', a, 'gt', b, check=False).returncode == 0
 
@@ -368,13 +376,8 @@ class DebTest:
 
     @staticmethod
     def vm_info(vm):
-        def call(cmd, **args):
-            r = vm.qmp(cmd, args_dict=args)
-            if 'error' in r:
-                raise Fail(f'QMP {cmd}: {r["error"]}')
-            return r['return']
-        return {'package': call('query-version')['package'].strip(),
-                'status': call('query-status')['status'],
+        return {'package': qmp(vm, 'query-version')['package'].strip(),
+                'status': qmp(vm, 'query-status')['status'],
                 'exe': os.readlink(f'/proc/{vm.get_pid()}/exe')}
 
     def running_vm(self):
@@ -390,18 +393,15 @@ class DebTest:
             raise Fail(f'after the install the old VM says {info}, before {self.old_info}')
         sock = os.path.join(self.tmp, 'migrate.sock')
         new = self.vm(QEMU, '-incoming', 'defer')
-        for vm, cmd, args in ((new, 'migrate-incoming', {'uri': f'unix:{sock}'}),
-                              (old, 'migrate', {'uri': f'unix:{sock}'})):
-            r = vm.qmp(cmd, args_dict=args)
-            if 'error' in r:
-                raise Fail(f'QMP {cmd}: {r["error"]}')
+        qmp(new, 'migrate-incoming', uri=f'unix:{sock}')
+        qmp(old, 'migrate', uri=f'unix:{sock}')
         deadline = time.time() + 120
         while True:
-            st = old.qmp('query-migrate')['return'].get('status')
-            if st == 'completed':
+            mig = qmp(old, 'query-migrate')
+            if mig.get('status') == 'completed':
                 break
-            if st in ('failed', 'cancelled') or time.time() > deadline:
-                raise Fail(f'migration to the fork: {st} ({old.qmp("query-migrate")})')
+            if mig.get('status') in ('failed', 'cancelled') or time.time() > deadline:
+                raise Fail(f'migration to the fork: {mig}')
             time.sleep(0.2)
         deadline = time.time() + 30
         while (info2 := self.vm_info(new))['status'] != 'running' and time.time() < deadline:
