@@ -56,6 +56,9 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QOS_DEVICES = ['virtio-blk-pci', 'virtio-scsi-pci', 'vhost-user-blk-pci']
 QTESTS = ['drive_del-test', 'hd-geo-test', 'cdrom-test', 'device-plug-test',
           'fuzz-virtio-scsi-test']
+# The TCG system tests that a line's series adds (tests/tcg/x86_64/system),
+# built and run from the build's tests/tcg/x86_64-softmmu
+TCG_TESTS = {'trixie': ['mmio-remap']}
 # The suites, in the order they run (docs/testing.md)
 SUITES = ('docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz', 'unit', 'qtest',
           'iotests', 'guest', 'planted', 'libvirt', 'check-update', 'debug')
@@ -918,6 +921,40 @@ def run_qtests(build, res, suite='qtest'):
                        QTEST_TIMEOUT)
 
 
+def run_tcg_tests(build, res, suite, tests):
+    """Build and run TCG system tests of the series with the build's own
+    tests/tcg makefiles; each test's output (its .out file) is shown."""
+    tcg = f'{build}/tests/tcg/x86_64-softmmu'
+    log(f'== TCG system tests on {os.path.relpath(build, TOP)}')
+    for t in tests:
+        name = f'tcg:{t}'
+        if not os.path.exists(f'{tcg}/Makefile'):
+            res.add(suite, name, 'fail',
+                    f'no {os.path.relpath(tcg, TOP)}/Makefile: configure '
+                    'found no compiler for x86_64 system tests (install gcc)')
+            continue
+        out = f'{tcg}/{t}.out'
+        if os.path.exists(out):
+            os.unlink(out)
+        cmd = ['make', '-C', tcg, f'run-{t}']
+        rc, timed_out = stream(cmd, QTEST_TIMEOUT,
+                               lambda line: print('   ', line, end=''))
+        lines = []
+        if os.path.exists(out):
+            with open(out, errors='replace') as f:
+                lines = f.readlines()
+            for line in lines:
+                print('    |', line, end='')
+        if timed_out:
+            res.add(suite, name, 'timeout', f'killed after {QTEST_TIMEOUT}s',
+                    output=lines)
+        elif rc != 0:
+            res.add(suite, name, 'fail', f'make run-{t}: exit status {rc}',
+                    output=lines)
+        else:
+            res.add(suite, name, 'pass', '')
+
+
 def run_debug(tested, res, jobs):
     """The unit tests and the virtio-blk and virtio-scsi qtests on build/dbg
     (make debug-build): the fork with --enable-debug-defer-call, where a
@@ -1212,6 +1249,7 @@ def main():
         if beside.ready('trixie-fork', f'{trixie_suites[0]}-trixie', res):
             if 'qtest' in trixie_suites:
                 run_qtests(trixie, res, 'qtest-trixie')
+                run_tcg_tests(trixie, res, 'qtest-trixie', TCG_TESTS['trixie'])
             if 'chaos' in trixie_suites:
                 run_chaos(trixie, res, 'chaos-trixie')
             if 'guest' in trixie_suites:
