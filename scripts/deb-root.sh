@@ -36,10 +36,16 @@ if [ "${1:-}" = --hook ]; then
     root=$2
     mkdir -p "$root/ccache"
     mount --bind "$cache/ccache" "$root/ccache"
+    # Unmount also when interrupted: mmdebstrap deletes the root afterwards,
+    # and a cache still mounted in it would be deleted with it.
     trap 'umount "$root/ccache"' EXIT
+    trap 'exit 1' INT TERM HUP
     chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin JOBS="$JOBS" \
         PROFILE="$PROFILE" BUILD_UID="$BUILD_UID" /bin/bash -euo pipefail -c '
         cd /build
+        # QEMU compiles with "cc" (and "c++"), which the ccache package
+        # links in /usr/lib/ccache only on some hosts: link them here.
+        for c in cc c++; do ln -sfn ../../bin/ccache "/usr/lib/ccache/$c"; done
         dpkg-source --no-check -x ./*.dsc src >/dev/null
         echo "deb-root: apt-get build-dep in the root"
         apt-get build-dep -y -q --no-install-recommends --arch-only -P "$PROFILE" ./src >/build/deps.log 2>&1 || {
@@ -48,9 +54,13 @@ if [ "${1:-}" = --hook ]; then
         chown -R builder: /build
         echo "deb-root: dpkg-buildpackage as builder, $JOBS jobs"
         cd /build/src
+        # Zeroed, so that the hits and misses printed after the build are of
+        # this build alone.
+        runuser -u builder -- env CCACHE_DIR=/ccache ccache -z >/dev/null
         runuser -u builder -- env HOME=/build CCACHE_DIR=/ccache PATH=/usr/lib/ccache:$PATH \
             DEB_BUILD_OPTIONS="nocheck parallel=$JOBS" \
             dpkg-buildpackage -B -us -uc -P"$PROFILE" -j"$JOBS"
+        echo "deb-root: ccache: $(runuser -u builder -- env CCACHE_DIR=/ccache ccache -s | tr -s " " | grep -iE "hits|misses" | tr "\n" " ")"
         mkdir /build/out
         mv /build/*.deb /build/*.changes /build/*.buildinfo /build/out/'
     exit

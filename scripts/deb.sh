@@ -48,8 +48,9 @@ else
         die "build dependencies missing (above); run 'make deps-deb DEB_BUILDER=host'"
 
     # ccache the way Debian's own builders use it: its compiler links first in
-    # PATH (QEMU's configure runs 'gcc').  deb-src.sh unpacks every build in
-    # the same directory, so a rebuild with another version hits the cache.
+    # PATH (QEMU's configure runs 'cc': the link must be there).  deb-src.sh
+    # unpacks every build in the same directory, so a rebuild with another
+    # version hits the cache.
     if [ -d /usr/lib/ccache ]; then
         export PATH=/usr/lib/ccache:$PATH
     fi
