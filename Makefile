@@ -8,10 +8,9 @@
 # target has one.
 
 # The line of the fork to work on: a directory of lines/ with its base.pin
-# and patches/ (scripts/line.sh).  bookworm (QEMU 7.2) is the default and
-# the only line with builds, tests and packages so far; the trixie line
-# (QEMU 10.0) has its pin and an empty series, and its base build is
-# 'make upstream'.
+# and patches/ (scripts/line.sh).  bookworm (QEMU 7.2) is the default; the
+# trixie line (QEMU 10.0) has the targets of LINE_TARGETS (make test builds
+# and tests it beside bookworm), and its base build is 'make upstream'.
 LINE ?= bookworm
 LINES := $(patsubst lines/%/base.pin,%,$(wildcard lines/*/base.pin))
 ifeq ($(filter $(LINE),$(LINES)),)
@@ -21,7 +20,7 @@ export LINE
 # The targets that work on any line (or on none); with another LINE than
 # bookworm, make stops before it runs anything else.
 LINE_TARGETS := help fetch tree export check-patches check-update upstream deps \
-	clean distclean check-links vblk-load tree-build fork
+	clean distclean check-links vblk-load tree-build fork deb deps-deb
 ifneq ($(LINE),bookworm)
 ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
 $(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)), and make upstream for its base build)
@@ -70,8 +69,8 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 help: ## this list (also 'make' alone)
 	@echo 'qemu-iobatch: Debian 12'"'"'s QEMU 7.2 with an I/O batching series (README.md).'
 	@echo 'LINE=bookworm (the default) or LINE=trixie selects the line of lines/ that'
-	@echo 'fetch, tree, export, check-patches and check-update work on; the others are'
-	@echo 'the bookworm line'"'"'s so far.'
+	@echo 'fetch, tree, export, check-patches, check-update, fork, deb and deps-deb'
+	@echo 'work on; the others are the bookworm line'"'"'s (make test tests both).'
 	@echo 'Targets marked [root] install missing Debian packages with apt-get as root (as'
 	@echo 'another user they print the apt-get line and stop); [host] ones change this'
 	@echo 'host beyond packages.'
@@ -80,11 +79,12 @@ help: ## this list (also 'make' alone)
 	    /^[a-z][a-z-]*:.*## / { printf "  make %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 ##@ Use the fork (docs/install.md)
-# The fork as Debian packages: Debian's packaging of the pinned source with
-# the series as quilt patches, x86 only, built in a clean bookworm root that
-# mmdebstrap makes for the build (DEB_BUILDER=host: on this machine, with
-# make deps-deb's build dependencies).  Not part of 'make test'.
-deb: deps-deb ## [root] Debian packages of the fork in build/deb, built in a clean root
+# The fork as Debian packages: Debian's packaging of the line's pinned source
+# with the series as quilt patches, x86 only, built in a clean root of the
+# line's release (bookworm, trixie) that mmdebstrap makes for the build
+# (DEB_BUILDER=host: on this machine, with make deps-deb's build
+# dependencies).  Not part of 'make test'.
+deb: deps-deb ## [root] Debian packages of the fork in build/deb (LINE=trixie: build/trixie/deb), built in a clean root
 	DEB_BUILDER='$(DEB_BUILDER)' scripts/deb.sh
 
 # Signs the repository, adds qemu-iobatch-apt to it and installs that here.

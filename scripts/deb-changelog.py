@@ -2,8 +2,9 @@
 """deb-changelog.py VERSION OURS DEBIAN [TOP]: the fork's debian/changelog.
 
 Prints Debian's changelog (DEBIAN) with the entries of the fork's releases
-(OURS, packaging/changelog: one entry per release, newest first, in
-debian/changelog's format) merged into it by version: each of ours goes
+(OURS, the line's packaging/changelog or changelog-trixie: one entry per
+release, newest first, in debian/changelog's format; empty while the line
+has no release) merged into it by version: each of ours goes
 above the first of Debian's entries whose version is lower, so that a
 release on an older base stays below Debian's later updates.  The top entry
 must be VERSION, the version being built: OURS has it (a release), or TOP,
@@ -24,7 +25,7 @@ def die(msg):
     sys.exit(f'deb-changelog: error: {msg}')
 
 
-def entries(path):
+def entries(path, may_be_empty=False):
     """[(version, text)] of a changelog, in file order; text ends in one
     blank line."""
     with open(path, encoding='utf-8') as f:
@@ -38,7 +39,7 @@ def entries(path):
             out[-1][1].append(line)
         elif line.strip():
             die(f'{path}: text before the first entry: {line!r}')
-    if not out:
+    if not out and not may_be_empty:
         die(f'{path} has no entry')
     return [(v, '\n'.join(ls).rstrip('\n') + '\n\n') for v, ls in out]
 
@@ -52,7 +53,7 @@ def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__.split('\n\n', maxsplit=1)[0].strip())
     version, ours_path, debian_path = sys.argv[1:4]
-    ours, debian = entries(ours_path), entries(debian_path)
+    ours, debian = entries(ours_path, may_be_empty=True), entries(debian_path)
     top = entries(sys.argv[4]) if len(sys.argv) == 5 else []
     for (a, _), (b, _) in zip(ours, ours[1:]):
         if not gt(a, b):

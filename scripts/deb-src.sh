@@ -1,17 +1,19 @@
 #!/bin/bash
-# deb-src.sh: the fork as a Debian source package (the bookworm line; the
-# trixie line has no packages yet): the .dsc pinned in lines/bookworm/base.pin
-# unpacked in build/deb-work, packaging/x86only.patch applied to debian/,
-# lines/bookworm/patches/series added as quilt patches
-# (debian/patches/iobatch/), debian/rules' package
+# deb-src.sh: the fork's line LINE (scripts/line.sh) as a Debian source
+# package: the .dsc pinned in lines/LINE/base.pin unpacked in the line's
+# deb-work (build/deb-work; trixie: build/trixie/deb-work), the line's
+# packaging patch applied to debian/ (LINE_PACKAGING: packaging/
+# x86only.patch, x86only-trixie.patch), lines/LINE/patches/series added as
+# quilt patches (debian/patches/iobatch/), debian/rules' package
 # version naming the series, the project as Maintainer (packaging/maintainer;
 # Debian's team becomes XSBC-Original-Maintainer), the fork's releases of
-# packaging/changelog merged into Debian's debian/changelog
-# (scripts/deb-changelog.py), with an entry generated for VERSION+iobatchN
-# (scripts/version.sh deb) dated from git when it is not a recorded
-# release, then 'dpkg-source -b'; the source package goes to DEB_OUT
-# (default build/deb).  Prints the path of the
-# unpacked source tree.  Does nothing when its inputs did not change.
+# the line (LINE_CHANGELOG: packaging/changelog, changelog-trixie) merged
+# into Debian's debian/changelog (scripts/deb-changelog.py), with an entry
+# generated for VERSION+iobatchN (scripts/version.sh deb) dated from git
+# when it is not a recorded release, then 'dpkg-source -b'; the source
+# package goes to DEB_OUT (default build/deb; trixie: build/trixie/deb).
+# Prints the path of the unpacked source tree.  Does nothing when its inputs
+# did not change.
 # With --check, only tells by its exit status whether DEB_OUT has the
 # packages of the current source already (built by scripts/deb.sh).
 #
@@ -23,12 +25,14 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/scripts/line.sh"
-line_only bookworm "Debian packages of the fork (make deb)"
+line_packaged "Debian packages of the fork (make deb)"
 # shellcheck disable=SC1090  # the pin: VAR=value lines
 . "$LINE_PIN"
 . "$top/scripts/groups.sh"
-out=${DEB_OUT:-$top/build/deb}
-work=${DEB_WORK:-$top/build/deb-work}
+out=${DEB_OUT:-$LINE_BUILD/deb}
+work=${DEB_WORK:-$LINE_BUILD/deb-work}
+packaging=${LINE_PACKAGING#"$top"/}
+changelog=${LINE_CHANGELOG#"$top"/}
 dl=$top/.cache/download
 die() { echo "deb-src: error: $*" >&2; exit 1; }
 debver=$("$top/scripts/version.sh" deb) || die "no package version (above)"
@@ -45,16 +49,17 @@ mapfile -t series < <(for g in "${PATCH_GROUPS[@]}"; do series_in "$g"; done)
 # that the same commit always gives the same changelog (and the same
 # SOURCE_DATE_EPOCH for the build).  The pin and the series were at the top
 # (base.pin, patches/) before lines/.
-inputs=("$LINE_REL/base.pin" "$LINE_REL/patches" base.pin patches packaging/x86only.patch
-        packaging/maintainer packaging/changelog scripts/deb-src.sh scripts/deb-changelog.py)
+inputs=("$LINE_REL/base.pin" "$LINE_REL/patches" "$packaging" packaging/maintainer
+        "$changelog" scripts/deb-src.sh scripts/deb-changelog.py)
+[ -z "$LINE_FORMER_PATCHES" ] || inputs+=(base.pin "$LINE_FORMER_PATCHES")
 date=$(cd "$top" && LC_ALL=C git log -1 --date=format:'%a, %d %b %Y %H:%M:%S %z' \
        --format=%cd -- "${inputs[@]}" 2>/dev/null) || true
 if [ -z "$date" ]; then
     # Without git history only with IOBATCH_REV (scripts/version.sh).
     date=$(LC_ALL=C date -R -r "$LINE_PATCHES/series")
 fi
-stamp=$(cd "$top" && { echo "$debver $date"; cat "$LINE_REL/base.pin" packaging/x86only.patch \
-        packaging/maintainer packaging/changelog scripts/deb-src.sh scripts/deb-changelog.py \
+stamp=$(cd "$top" && { echo "$debver $date"; cat "$LINE_REL/base.pin" "$packaging" \
+        packaging/maintainer "$changelog" scripts/deb-src.sh scripts/deb-changelog.py \
         "$LINE_REL/patches/series"; for p in "${series[@]}"; do cat "$LINE_REL/patches/$p"; done; } |
         sha256sum)
 dscname=${PACKAGE}_${debver#*:}.dsc
@@ -82,8 +87,8 @@ ln "$dl/$ORIG" "$work/$ORIG" 2>/dev/null || cp "$dl/$ORIG" "$work/$ORIG"
 dpkg-source --no-check -x "$dl/$DSC" "$src" >"$work/unpack.log" 2>&1 ||
     die "dpkg-source -x failed; see $work/unpack.log"
 
-patch -s -p1 -F0 --no-backup-if-mismatch -d "$src" <"$top/packaging/x86only.patch" ||
-    die "packaging/x86only.patch does not apply to debian/ of $VERSION; update it (docs/install.md)"
+patch -s -p1 -F0 --no-backup-if-mismatch -d "$src" <"$LINE_PACKAGING" ||
+    die "$packaging does not apply to debian/ of $VERSION; update it (docs/install.md)"
 
 # Our series, after Debian's patches.
 { echo; echo "# qemu-iobatch: $LINE_REL/patches/series of qemu-iobatch"; } >>"$src/debian/patches/series"
@@ -120,7 +125,7 @@ for f in control control-in; do
     fi
 done
 
-# debian/changelog: one entry per fork release (packaging/changelog, which
+# debian/changelog: one entry per fork release (the line's changelog, which
 # a release adds its entry to) merged into Debian's history.  A build that
 # is not a recorded release (the series changed since) gets an entry of its
 # own on top, listing the series.
@@ -130,11 +135,11 @@ subject() {  # the Subject: of a git format-patch file, unfolded, without [PATCH
                        print s; exit }' "$1"
 }
 top_entry=()
-if ! grep -q "^$PACKAGE ($debver) " "$top/packaging/changelog"; then
+if ! grep -q "^$PACKAGE ($debver) " "$LINE_CHANGELOG"; then
     {
-        echo "$PACKAGE ($debver) bookworm; urgency=medium"
+        echo "$PACKAGE ($debver) $LINE; urgency=medium"
         echo
-        echo "  * qemu-iobatch build between releases (not in packaging/changelog):"
+        echo "  * qemu-iobatch build between releases (not in $changelog):"
         echo "    the series \"$seriesid\" on Debian's $VERSION"
         echo "    (debian/patches/iobatch/):"
         for p in "${series[@]}"; do echo "    - $(subject "$LINE_PATCHES/$p")"; done
@@ -144,9 +149,9 @@ if ! grep -q "^$PACKAGE ($debver) " "$top/packaging/changelog"; then
     } >"$work/changelog.top"
     top_entry=("$work/changelog.top")
 fi
-python3 "$top/scripts/deb-changelog.py" "$debver" "$top/packaging/changelog" \
+python3 "$top/scripts/deb-changelog.py" "$debver" "$LINE_CHANGELOG" \
     "$src/debian/changelog" "${top_entry[@]}" >"$work/changelog" ||
-    die "cannot merge packaging/changelog into debian/changelog (above)"
+    die "cannot merge $changelog into debian/changelog (above)"
 mv "$work/changelog" "$src/debian/changelog"
 [ "$(cd "$src" && dpkg-parsechangelog -S Version)" = "$debver" ] ||
     die "debian/changelog does not parse as version $debver"

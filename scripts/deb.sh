@@ -1,10 +1,13 @@
 #!/bin/bash
-# deb.sh: build the fork's Debian binary packages in DEB_OUT (default
-# build/deb) from the source package of scripts/deb-src.sh, with Debian's own
-# debian/rules and the pkg.qemu.x86only profile: qemu-system-x86,
-# qemu-system-common, qemu-system-gui, qemu-block-extra and qemu-utils (plus
-# their -dbgsym).  The version is lines/bookworm/base.pin's + "+iobatchN"
-# (scripts/version.sh; IOBATCH_REV=N overrides N).  Puts the apt preferences
+# deb.sh: build the Debian binary packages of the fork's line LINE
+# (scripts/line.sh) in DEB_OUT (default build/deb; trixie: build/trixie/deb)
+# from the source package of scripts/deb-src.sh, with Debian's own
+# debian/rules and the pkg.qemu.x86only profile: the line's
+# LINE_DEB_PACKAGES (bookworm: qemu-system-x86, qemu-system-common,
+# qemu-system-gui, qemu-block-extra and qemu-utils; trixie also
+# qemu-system-modules-spice and -opengl), plus their -dbgsym.  The version is
+# lines/LINE/base.pin's + "+iobatchN" (scripts/version.sh; IOBATCH_REV=N
+# overrides N).  Puts the apt preferences
 # file packaging/qemu-iobatch.pref beside the packages and writes the build
 # time to DEB_OUT/build-time.txt.
 #
@@ -13,15 +16,17 @@
 #         the build by mmdebstrap (scripts/deb-root.sh); the host gets
 #         nothing but mmdebstrap;
 #   host  on this machine, with the build dependencies that make deps-deb
-#         installed here, through ccache when it is installed.
+#         installed here, through ccache when it is installed; the host must
+#         run the line's Debian release.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/scripts/line.sh"
+line_packaged "make deb"
 jobs=${JOBS:-$(nproc)}
 die() { echo "deb: error: $*" >&2; exit 1; }
 PROFILE=pkg.qemu.x86only
-WANT=(qemu-system-x86 qemu-system-common qemu-system-gui qemu-block-extra qemu-utils)
-out=${DEB_OUT:-$top/build/deb}
+out=${DEB_OUT:-$LINE_BUILD/deb}
 export DEB_OUT=$out
 
 if "$top/scripts/deb-src.sh" --check; then
@@ -31,7 +36,8 @@ if "$top/scripts/deb-src.sh" --check; then
 fi
 builder=${DEB_BUILDER:-root}
 case $builder in
-    root|host) ;;
+    root) ;;
+    host) line_on_host "make deb DEB_BUILDER=host" ;;
     *) die "DEB_BUILDER=$builder: say root (a clean build root, the default) or host (this machine)" ;;
 esac
 src=$("$top/scripts/deb-src.sh")
@@ -65,11 +71,12 @@ else
 fi
 secs=$(( $(date +%s) - t0 ))
 
-for p in "${WANT[@]}"; do
+for p in "${LINE_DEB_PACKAGES[@]}"; do
     ls "$out/${p}_"*.deb >/dev/null 2>&1 || die "dpkg-buildpackage made no $p package"
 done
 echo "$secs s ($((secs / 60)) min $((secs % 60)) s), $jobs jobs, $(nproc) cores, $(date -u +%F), $builder" \
     >"$out/build-time.txt"
 echo "deb: built in $(cat "$out/build-time.txt"):"
 (cd "$out" && ls -1 *.deb *.dsc)
-echo "deb: next, as root: 'make repo' puts them into the signed apt repository REPO_DIR (docs/install.md)"
+[ "$LINE" != bookworm ] ||
+    echo "deb: next, as root: 'make repo' puts them into the signed apt repository REPO_DIR (docs/install.md)"

@@ -4,11 +4,12 @@
 # nothing else.  With DEB_BUILDER=host: dpkg-dev and the build dependencies
 # of the fork's source package, as apt-get build-dep computes them from its
 # .dsc for an arch-only build with the pkg.qemu.x86only profile (about 230
-# packages).  Nothing when DEB_OUT (default build/deb) has the packages of
-# this source.
+# packages), on a host that runs the line's Debian release.  Nothing when
+# DEB_OUT (default: the line's, build/deb) has the packages of this source.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/scripts/line.sh"
 die() { echo "deps-deb: error: $*" >&2; exit 1; }
 
 "$top/scripts/deps.sh"
@@ -26,11 +27,11 @@ case ${DEB_BUILDER:-root} in
             tail -n 20 "$top/build/deps-deb.log" >&2
             die "apt-get install mmdebstrap failed; see build/deps-deb.log"; }
         exit 0 ;;
-    host) ;;
+    host) line_on_host "make deps-deb DEB_BUILDER=host" ;;
     *) die "DEB_BUILDER=${DEB_BUILDER}: say root (a clean build root, the default) or host (this machine)" ;;
 esac
 src=$("$top/scripts/deb-src.sh")
-dsc=$(ls "${DEB_OUT:-$top/build/deb}"/*.dsc)
+dsc=$(ls "${DEB_OUT:-$LINE_BUILD/deb}"/*.dsc)
 if (cd "$src" && dpkg-checkbuilddeps -B -P pkg.qemu.x86only) 2>/dev/null; then
     exit 0
 fi

@@ -20,13 +20,20 @@
 #   LINE_MAKE       what a message adds to a make command to name the line:
 #                   nothing for bookworm, " LINE=trixie" for trixie
 #   LINE_PACKAGING  the patch to Debian's debian/ that 'make deb' applies
-#                   (packaging/x86only.patch), empty while the line has no
-#                   packages (trixie: issue 33, item 5)
+#                   (bookworm: packaging/x86only.patch, trixie:
+#                   packaging/x86only-trixie.patch), empty for a line
+#                   without packages
+#   LINE_CHANGELOG  the fork's releases of the line, merged into Debian's
+#                   debian/changelog (packaging/changelog, packaging/
+#                   changelog-trixie; empty: no release yet)
+#   LINE_DEB_PACKAGES  (an array) the binary packages that make deb builds
+#                   with the profile pkg.qemu.x86only of LINE_PACKAGING
 #   LINE_FORMER_PATCHES  where the line's series was before lines/ existed,
 #                   relative to the top (bookworm: patches), or empty; the
 #                   package revision (scripts/version.sh) counts its history
 #                   there too
-# and the functions all_lines (every line, one a line) and line_only.
+# and the functions all_lines (every line, one a line), line_packaged and
+# line_on_host.
 DEFAULT_LINE=bookworm
 LINE=${LINE:-$DEFAULT_LINE}
 
@@ -57,15 +64,37 @@ else
     LINE_TREE=$top/tree-$LINE
     LINE_MAKE=" LINE=$LINE"
 fi
+LINE_PACKAGING= LINE_CHANGELOG= LINE_FORMER_PATCHES= LINE_DEB_PACKAGES=()
 case $LINE in
-    bookworm) LINE_PACKAGING=$top/packaging/x86only.patch LINE_FORMER_PATCHES=patches ;;
-    *) LINE_PACKAGING= LINE_FORMER_PATCHES= ;;
+    bookworm)
+        LINE_PACKAGING=$top/packaging/x86only.patch
+        LINE_CHANGELOG=$top/packaging/changelog
+        LINE_FORMER_PATCHES=patches
+        LINE_DEB_PACKAGES=(qemu-system-x86 qemu-system-common qemu-system-gui
+                           qemu-block-extra qemu-utils) ;;
+    trixie)
+        LINE_PACKAGING=$top/packaging/x86only-trixie.patch
+        LINE_CHANGELOG=$top/packaging/changelog-trixie
+        # 10.0 puts the SPICE and OpenGL display modules in packages of
+        # their own; qemu-system-x86 recommends them.
+        LINE_DEB_PACKAGES=(qemu-system-x86 qemu-system-common qemu-system-gui
+                           qemu-system-modules-spice qemu-system-modules-opengl
+                           qemu-block-extra qemu-utils) ;;
 esac
 
-# line_only NAME WHAT: stop unless the line is NAME; WHAT says what exists
-# for that line only so far.
-line_only() {
-    [ "$LINE" = "$1" ] && return 0
-    echo "error: $2 exists for the $1 line only so far, not for LINE=$LINE (issue 33)" >&2
+# line_packaged WHAT: stop unless the line has Debian packages (make deb).
+line_packaged() {
+    [ -n "$LINE_PACKAGING" ] && return 0
+    echo "error: $1: LINE=$LINE has no Debian packaging (scripts/line.sh: LINE_PACKAGING)" >&2
+    exit 2
+}
+
+# line_on_host WHAT: stop unless this host runs the line's Debian release
+# (what is built or installed on the host itself must match it).
+line_on_host() {
+    local host
+    host=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    [ "$host" = "$LINE" ] && return 0
+    echo "error: $1 on this host needs Debian $LINE, and this host runs ${host:-an unknown release}" >&2
     exit 2
 }

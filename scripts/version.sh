@@ -1,18 +1,18 @@
 #!/bin/bash
 # version.sh series|rev|deb|apt: the versions that identify a build of the
-# fork's line LINE (scripts/line.sh; rev and deb: the bookworm line only, the
-# one with packages so far).
+# fork's line LINE (scripts/line.sh; rev and deb: a line with packages).
 #   series  "qemu-iobatch, 35 patches, 3f9c2a1b4d5e": the number of patches
 #           in lines/LINE/patches/series and the first 12 hex digits of the
 #           sha256 of that series file followed by those patches, in order.
 #           Needs no git.
 #   rev     N of the Debian package revision +iobatchN: the number of commits
-#           of this repository that changed lines/bookworm/patches/ or
-#           packaging/x86only.patch (what goes into Debian's source besides
-#           the pin), so that it grows whenever the series changes.  Before
-#           lines/ the series was in patches/: the commits that changed it
-#           there count too, and a commit that only moved it, every file
-#           unchanged, does not.  IOBATCH_REV=N overrides it.
+#           of this repository that changed lines/LINE/patches/ or the
+#           line's packaging patch (LINE_PACKAGING: what goes into Debian's
+#           source besides the pin), so that it grows whenever the series
+#           changes.  Before lines/ the bookworm series was in patches/: the
+#           commits that changed it there count too, and a commit that only
+#           moved it, every file unchanged, does not.  IOBATCH_REV=N
+#           overrides it.
 #   deb     the Debian package version: the pin's VERSION + "+iobatch" + rev.
 #   apt     the version of the package qemu-iobatch-apt (scripts/apt-pkg.sh):
 #           "1.M", M the number of commits that changed its files
@@ -102,8 +102,8 @@ apt_rev() {
 
 case ${1:-} in
     series) series ;;
-    rev) line_only bookworm "a Debian package (version.sh rev)"; rev ;;
-    deb) line_only bookworm "a Debian package (version.sh deb)"
+    rev) line_packaged "version.sh rev"; rev ;;
+    deb) line_packaged "version.sh deb"
          # shellcheck disable=SC1090  # the pin: VAR=value lines
          VERSION=$(. "$LINE_PIN"; echo "$VERSION"); r=$(rev); echo "$VERSION+iobatch$r" ;;
     apt) m=$(apt_rev); echo "1.$m" ;;

@@ -16,8 +16,8 @@ check ("ok NAME", "FAIL NAME: why"); LINE is the line's name:
   version (bookworm 1:7.2+dfsg-7, trixie 1:10.0.2+ds-2: the versions the
   releases came with), with --line LINE --pin.  It must find the newest
   version of the line's suites, verify and unpack it, report every patch
-  of the line's series (and packaging/x86only.patch for bookworm, the line
-  with packages), and rewrite the copy to pin that version.  When the
+  of the line's series and its packaging patch (scripts/line.sh's
+  LINE_PACKAGING: packaging/x86only.patch, x86only-trixie.patch), and rewrite the copy to pin that version.  When the
   newest is the pinned version, every patch must apply clean and the
   rewritten copy must equal the pin.
 - per-line/one-line-fails: in a scratch copy of the checkout (scripts/,
@@ -48,8 +48,6 @@ import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OLD_VERSION = {'bookworm': '1:7.2+dfsg-7', 'trixie': '1:10.0.2+ds-2'}
-# The lines with Debian packages, whose check applies packaging/x86only.patch.
-PACKAGED = {'bookworm'}
 STATUS = re.compile(r'^check-update: +(clean|offset|fuzz|FAILED) +(\S+)$')
 failed = False
 
@@ -85,7 +83,10 @@ def expected_patches(line):
     names = [f'lines/{line}/patches/{s.strip()}'
              for s in read(f'{TOP}/lines/{line}/patches/series').splitlines()
              if s.strip() and not s.startswith('#')]
-    return names + (['packaging/x86only.patch'] if line in PACKAGED else [])
+    packaging = subprocess.run(
+        ['bash', '-c', f'top={TOP}; . "$top/scripts/line.sh"; echo "${{LINE_PACKAGING#$top/}}"'],
+        env=dict(os.environ, LINE=line), capture_output=True, text=True, check=True).stdout.strip()
+    return names + ([packaging] if packaging else [])
 
 
 def statuses(out):

@@ -793,7 +793,8 @@ def run_packaging(build, res):
     log('== packaging (tests/packaging.py)')
     want = ['version-series', 'version-rev', 'version-rev-grows', 'version-rev-shallow',
             'version-rev-tarball', 'build-version', 'deb-changelog-merge', 'deb-src-metadata',
-            'install-uninstall', 'install-refuses',
+            'deb-src-metadata-trixie', 'deb-profile-packages-bookworm',
+            'deb-profile-packages-trixie', 'install-uninstall', 'install-refuses',
             'repo-install', 'repo-signed', 'repo-rejects-other-key',
             'repo-rejects-modified-release', 'repo-rejects-modified-packages',
             'repo-apt-package', 'repo-migrate-setup-apt', 'repo-upgrade', 'held-back-newer', 'held-back-fallback',
