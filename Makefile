@@ -20,7 +20,7 @@ export LINE
 # The targets that work on any line (or on none); with another LINE than
 # bookworm, make stops before it runs anything else.
 LINE_TARGETS := help fetch tree export check-patches check-update upstream deps \
-	clean distclean check-links vblk-load tree-build fork deb deps-deb
+	clean distclean check-links vblk-load tree-build fork deb deps-deb repo
 ifneq ($(LINE),bookworm)
 ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
 $(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)), and make upstream for its base build)
@@ -35,12 +35,14 @@ DESTDIR ?=
 # make deb: where the packages are built, root (a clean root that mmdebstrap
 # makes for the build) or host (this machine).
 DEB_BUILDER ?= root
-# make repo: the apt repository, outside the checkout (hosts point at it, so
-# it must outlive 'make distclean'); the directory of the key that signs it
+# make repo: the line's apt repository (one per line: bookworm's in
+# /srv/qemu-iobatch/repo, trixie's in /srv/qemu-iobatch/repo-trixie),
+# outside the checkout (hosts point at it, so it must outlive 'make
+# distclean'); the directory of the key that signs it
 # (made once and kept, root's alone; empty: 'signing' beside REPO_DIR); the
 # URI hosts reach it at (empty: file:REPO_DIR, for this host or a copy at
 # the same path; or the http(s) URL where it is served).  docs/install.md.
-REPO_DIR ?= /srv/qemu-iobatch/repo
+REPO_DIR ?= /srv/qemu-iobatch/repo$(if $(filter-out bookworm,$(LINE)),-$(LINE))
 REPO_KEY_DIR ?=
 REPO_URI ?=
 
@@ -69,7 +71,7 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 help: ## this list (also 'make' alone)
 	@echo 'qemu-iobatch: Debian 12'"'"'s QEMU 7.2 with an I/O batching series (README.md).'
 	@echo 'LINE=bookworm (the default) or LINE=trixie selects the line of lines/ that'
-	@echo 'fetch, tree, export, check-patches, check-update, fork, deb and deps-deb'
+	@echo 'fetch, tree, export, check-patches, check-update, fork, deb, deps-deb, repo'
 	@echo 'work on; the others are the bookworm line'"'"'s (make test tests both).'
 	@echo 'Targets marked [root] install missing Debian packages with apt-get as root (as'
 	@echo 'another user they print the apt-get line and stop); [host] ones change this'
@@ -88,7 +90,7 @@ deb: deps-deb ## [root] Debian packages of the fork in build/deb (LINE=trixie: b
 	DEB_BUILDER='$(DEB_BUILDER)' scripts/deb.sh
 
 # Signs the repository, adds qemu-iobatch-apt to it and installs that here.
-repo: deb ## [root][host] add build/deb to the signed apt repository REPO_DIR (/srv/qemu-iobatch/repo); this host uses it
+repo: deb ## [root][host] add build/deb to the line's signed apt repository REPO_DIR (/srv/qemu-iobatch/repo); a host of the line's release uses it
 	REPO_DIR='$(REPO_DIR)' REPO_KEY_DIR='$(REPO_KEY_DIR)' REPO_URI='$(REPO_URI)' scripts/repo.sh
 
 # install writes a manifest of what it put there (PREFIX/share/qemu-iobatch/

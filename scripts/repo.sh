@@ -1,8 +1,10 @@
 #!/bin/bash
 # repo.sh [--from DIR] [--repo DIR] [--key-dir DIR] [--uri URI] [--no-setup]:
-# add the fork's packages (--from: default DEB_OUT or build/deb, as 'make
-# deb' left them) to the flat apt repository --repo (default REPO_DIR or
-# /srv/qemu-iobatch/repo), index it with apt-ftparchive (Packages, Sources,
+# add the packages of the fork's line LINE (scripts/line.sh; --from: default
+# DEB_OUT or the line's build/deb, as 'make deb' left them) to the flat apt
+# repository --repo (default REPO_DIR or /srv/qemu-iobatch/repo; trixie:
+# /srv/qemu-iobatch/repo-trixie), one repository per line, its Release's
+# Codename the line's; index it with apt-ftparchive (Packages, Sources,
 # Release) and sign it (InRelease, Release.gpg) with the project's key in
 # --key-dir (default REPO_KEY_DIR or 'signing' beside the repository: made
 # once by scripts/repo-key.sh, kept, root's alone).  Packages of earlier
@@ -12,16 +14,21 @@
 # (scripts/apt-pkg.sh): the repository's deb822 source for apt at --uri
 # (default REPO_URI or file:REPO) with Signed-By its public key, the pin
 # and the held-back check.  Then, as root and unless --no-setup, installs
-# it on this host (dpkg -i): this host's apt uses the repository.  Another
-# host installs the same package (docs/install.md).
+# it on this host (dpkg -i) when this host runs the line's release: this
+# host's apt uses the repository.  Another host installs the same package
+# (docs/install.md).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/scripts/line.sh"
+line_packaged "make repo"
 die() { echo "repo: error: $*" >&2; exit 1; }
 usage() { echo "usage: repo.sh [--from DIR] [--repo DIR] [--key-dir DIR] [--uri URI] [--no-setup]" >&2; exit 2; }
-WANT=(qemu-system-x86 qemu-system-common qemu-system-gui qemu-block-extra qemu-utils)
+WANT=("${LINE_DEB_PACKAGES[@]}")
+default_repo=/srv/qemu-iobatch/repo
+[ "$LINE" = "$DEFAULT_LINE" ] || default_repo+=-$LINE
 
-from=${DEB_OUT:-$top/build/deb} repo=${REPO_DIR:-/srv/qemu-iobatch/repo} setup=1
+from=${DEB_OUT:-$LINE_BUILD/deb} repo=${REPO_DIR:-$default_repo} setup=1
 keydir=${REPO_KEY_DIR:-} uri=${REPO_URI:-}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -55,6 +62,15 @@ mkdir -p "$repo" 2>/dev/null ||
     die "cannot make the repository directory $repo: run as root, or choose another with REPO_DIR=DIR (--repo DIR)"
 repo=$(cd "$repo" && pwd)
 chmod 755 "$repo"
+# One line per repository: its hosts run that Debian release.  The Release
+# names it (Codename); a repository of before there were two lines, with
+# packages and no Codename, is bookworm's.
+if [ -f "$repo/Release" ]; then
+    has=$(sed -n 's/^Codename: //p' "$repo/Release")
+    [ -n "$has" ] || has=$DEFAULT_LINE
+    [ "$has" = "$LINE" ] ||
+        die "$repo is the $has line's repository, not LINE=$LINE's: one repository per line (REPO_DIR; docs/install.md)"
+fi
 keydir=$(realpath -m "${keydir:-$(dirname "$repo")/signing}")
 case $keydir in "$repo"|"$repo"/*) die "the key directory $keydir is inside the repository: hosts would get the secret key" ;; esac
 uri=${uri:-file:$repo}
@@ -99,7 +115,8 @@ gzip -9nkf Packages Sources
 rm -f Release
 apt-ftparchive -o APT::FTPArchive::Release::Origin=qemu-iobatch \
     -o APT::FTPArchive::Release::Label=qemu-iobatch \
-    -o APT::FTPArchive::Release::Description="qemu-iobatch: Debian's QEMU with the I/O batching series" \
+    -o APT::FTPArchive::Release::Codename="$LINE" \
+    -o APT::FTPArchive::Release::Description="qemu-iobatch: Debian $LINE's QEMU with the I/O batching series" \
     release . >Release.tmp 2>>ftparchive.log || { cat ftparchive.log >&2; die "apt-ftparchive release failed"; }
 # Signed by the project's key: InRelease (what apt reads first) and the
 # detached Release.gpg, written beside and moved into place together.
@@ -123,8 +140,11 @@ echo "repo: $repo: $n packages; qemu-system-x86 versions: $versions"
 echo "repo: signed by $fpr (key in $keydir; keep it, never copy it to a host)"
 
 how="dpkg -i $repo/$(basename "$aptdeb")  (then apt update)"
+host=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 if [ "$setup" -eq 0 ]; then
-    echo "repo: to use it on a host, as root: $how"
+    echo "repo: to use it on a $LINE host, as root: $how"
+elif [ "$host" != "$LINE" ]; then
+    echo "repo: this host runs ${host:-an unknown release}, not $LINE, so its apt is unchanged; on a $LINE host, as root: $how"
 elif [ "$(id -u)" -ne 0 ]; then
     echo "repo: not root, so this host's apt is unchanged; as root: $how"
 else

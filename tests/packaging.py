@@ -65,7 +65,11 @@ line per check, "ok NAME: what" or "FAIL NAME: why":
   repo.sh says to run make deps; the package's postrm (DPKG_ROOT) keeps
   the check's state on remove and takes it on purge; on a host that the
   old setup-apt (from git history) set up, its preinst removes setup-apt's
-  files, so that nothing is left that trusts the repository unsigned.
+  files, so that nothing is left that trusts the repository unsigned;
+  repo-one-line: the trixie line's seven stand-ins (LINE=trixie) are
+  refused by the bookworm repository and go into one of their own, each
+  Release naming its line as Codename, and the trixie line refuses a build
+  without its module packages.
 - held-back-*: packaging/qemu-iobatch-check, as qemu-iobatch-apt installs it,
   against stand-in archives: quiet when Debian has nothing newer than the
   fork's base; a warning (exit 1, state file, login message) when it has,
@@ -759,10 +763,11 @@ class Host:
         return open(f, encoding='utf-8').read() if os.path.exists(f) else None
 
 
-def stand_in_debs(d, version):
-    """The five packages at version, empty, as 'make deb' leaves them."""
+def stand_in_debs(d, version, packages=None):
+    """The five packages (or PACKAGES) at version, empty, as 'make deb'
+    leaves them."""
     os.makedirs(d)
-    for p in PACKAGES:
+    for p in packages or PACKAGES:
         pd = os.path.join(d, 'pkg', p)
         os.makedirs(f'{pd}/DEBIAN')
         with open(f'{pd}/DEBIAN/control', 'w', encoding='utf-8') as f:
@@ -1185,6 +1190,47 @@ class RepoTests:
                        f'{r.returncode}, {r.stderr.strip()!r}')
         return r.stderr.strip()
 
+    def one_line(self):
+        """One repository per line: the trixie line's packages go into a
+        repository of their own, whose Release names trixie; the bookworm
+        repository refuses them, and the trixie line refuses a build
+        without its seven packages."""
+        trixie = line_var('trixie', '${LINE_DEB_PACKAGES[*]}').split()
+        v = f'{pinned("lines/trixie")}+iobatch1'
+        stand_in_debs(f'{self.tmp}/deb-trixie', v, trixie)
+        env = dict(os.environ, LINE='trixie')
+        own = f'{self.tmp}/srv/repo-trixie'
+
+        def repo_trixie(deb_dir, repo):
+            return run([os.path.join(TOP, 'scripts', 'repo.sh'), '--from', f'{self.tmp}/{deb_dir}',
+                        '--repo', repo, '--key-dir', self.keydir, '--no-setup'],
+                       env=env, check=False)
+        r = repo_trixie('deb-trixie', self.repo)
+        if r.returncode == 0 or "bookworm line's repository" not in r.stderr:
+            raise Fail(f'LINE=trixie into the bookworm repository: exit {r.returncode}, '
+                       f'{r.stderr.strip()[-200:]!r}')
+        r = repo_trixie('deb1', own)
+        if r.returncode == 0 or 'qemu-system-modules-spice' not in r.stderr:
+            raise Fail(f'LINE=trixie from a bookworm build: exit {r.returncode}, '
+                       f'{r.stderr.strip()[-200:]!r}')
+        r = repo_trixie('deb-trixie', own)
+        if r.returncode != 0:
+            raise Fail(f'LINE=trixie into its own repository: exit {r.returncode}, '
+                       f'{r.stderr.strip()[-300:]!r}')
+        codenames = {}
+        for name, d in (('bookworm', self.repo), ('trixie', own)):
+            with open(f'{d}/Release', encoding='utf-8') as f:
+                codenames[name] = control_field(f.read(), 'Codename')
+        if codenames != {'bookworm': 'bookworm', 'trixie': 'trixie'}:
+            raise Fail(f'Release Codename of each line\'s repository: {codenames}')
+        with open(f'{own}/Packages', encoding='utf-8') as f:
+            got = sorted(re.findall(r'^Package: (qemu-system-x86|qemu-system-modules-\S+)$',
+                                    f.read(), re.M))
+        if got != sorted(p for p in trixie if p.startswith(('qemu-system-x86', 'qemu-system-modules'))):
+            raise Fail(f'the trixie repository\'s Packages has {got}')
+        return (f'the bookworm repository refuses the trixie line\'s packages, the trixie line '
+                f'a build without its module packages; Codename {codenames}')
+
     # -- the held-back check ------------------------------------------------
     def check_case(self, installed, archive, prefs=''):
         h = self.host
@@ -1425,6 +1471,7 @@ def main():
         report('repo-upgrade', t.upgrade)
         report('repo-rebuilt-differently', t.rebuilt_differently)
         report('repo-refuses-key-inside', t.refuses_key_inside)
+        report('repo-one-line', t.one_line)
         report('repo-missing-tool', t.missing_tool)
         report('repo-migrate-setup-apt', t.migrate_setup_apt)
         report('held-back-ok', t.held_ok)
