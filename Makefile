@@ -20,7 +20,7 @@ export LINE
 # The targets that work on any line (or on none); with another LINE than
 # bookworm, make stops before it runs anything else.
 LINE_TARGETS := help fetch tree export check-patches check-update upstream deps \
-	clean distclean check-links vblk-load tree-build fork deb deps-deb repo
+	clean distclean check-links vblk-load tree-build fork deb deps-deb repo test-deb
 ifneq ($(LINE),bookworm)
 ifneq ($(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)),)
 $(error make $(filter-out $(LINE_TARGETS),$(MAKECMDGOALS)): the bookworm line's only so far, not LINE=$(LINE)'s (issue 33); for LINE=$(LINE): make $(filter-out help deps clean distclean check-links vblk-load upstream,$(LINE_TARGETS)), and make upstream for its base build)
@@ -71,8 +71,8 @@ build-all = ninja -C build/$(1) -j $(JOBS) >build/$(1).all.log || \
 help: ## this list (also 'make' alone)
 	@echo 'qemu-iobatch: Debian 12'"'"'s QEMU 7.2 with an I/O batching series (README.md).'
 	@echo 'LINE=bookworm (the default) or LINE=trixie selects the line of lines/ that'
-	@echo 'fetch, tree, export, check-patches, check-update, fork, deb, deps-deb, repo'
-	@echo 'work on; the others are the bookworm line'"'"'s (make test tests both).'
+	@echo 'fetch, tree, export, check-patches, check-update, fork, deb, deps-deb, repo,'
+	@echo 'test-deb work on; the others are the bookworm line'"'"'s (make test tests both).'
 	@echo 'Targets marked [root] install missing Debian packages with apt-get as root (as'
 	@echo 'another user they print the apt-get line and stop); [host] ones change this'
 	@echo 'host beyond packages.'
@@ -176,7 +176,7 @@ TEST_TRIXIE = --beside trixie-fork --trixie build/trixie/fork
 # minutes (docs/testing.md, "make test-full")
 TEST_LEAVE_OUT = --no-suite fuzz
 # The harness's own unit tests, run first by both
-HARNESS_TESTS = python3 -m unittest -q tests/test_run.py tests/test_record.py \
+HARNESS_TESTS = python3 -m unittest -q tests/test_run.py tests/test_record.py tests/test_deb.py \
 	    tests/test_postmortem.py tests/guest/test_unique_data.py
 
 test: fork check-patches ## [root] build the fork and run its test suites (about an hour; TESTFLAGS)
@@ -204,8 +204,10 @@ smoke: fork ## [root] quick check: the fork starts and moves data in each aio mo
 # Installs the fork's packages from a repository of its own
 # (build/test-deb/repo, signed with a test key) on this machine, tests them,
 # upgrades to a rebuild, goes back to Debian's, then puts back what was
-# there before (TESTDEBFLAGS=--keep leaves the fork installed).
-test-deb: deb ## [root][host] REPLACES THIS HOST'S QEMU: test the packages (build VM only)
+# there before (TESTDEBFLAGS=--keep leaves the fork installed).  For a line
+# of another Debian release than this host's (LINE=trixie on bookworm), the
+# same in a clean root of that release, and the host keeps its QEMU.
+test-deb: deb ## [root][host] REPLACES THIS HOST'S QEMU: test the packages (build VM only; LINE=trixie: in a trixie root)
 	python3 tests/deb.py $(TESTDEBFLAGS)
 
 check-links: ## every relative link and #anchor in README.md and docs/ resolves

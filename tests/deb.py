@@ -1,11 +1,23 @@
 #!/usr/bin/env python3
 """make test-deb: the fork's packages through the apt repository, on this host.
 
-    python3 tests/deb.py [--keep] [--guest-case NAME...] [--no-guest]
+    [LINE=trixie] python3 tests/deb.py [--keep] [--guest-case NAME...] [--no-guest]
 
-REPLACES THIS HOST'S QEMU while it runs: for a build VM, not a production
-host.  It puts back what was there at the end, also when a check fails or
-it is stopped with SIGINT, SIGTERM or SIGHUP (not SIGKILL).
+For the line LINE (scripts/line.sh; default bookworm) whose Debian release
+this host runs, it REPLACES THIS HOST'S QEMU while it runs: for a build VM,
+not a production host.  It puts back what was there at the end, also when
+a check fails or it is stopped with SIGINT, SIGTERM or SIGHUP (not
+SIGKILL).  For another line (trixie on a bookworm host) it leaves the host
+alone: the same steps run in a clean root of the line's release that
+mmdebstrap makes from Debian's archive (build/LINE/test-deb-root; its apt
+downloads kept in DEB_CACHE/apt-LINE), with /proc, /sys, /dev, /tmp and
+the checkout mounted at their own paths, every apt, dpkg and QEMU command
+run in it (chroot), and the guest suite given wrappers that start the
+root's binaries; the root goes at the end (what step 7 puts back is the
+root's, which is new); the libvirt test runs in the root too, with the
+line's own libvirt.  No directory is ever deleted while something is
+mounted in it (rmtree_nomounts): a recursive delete through the root's
+mounts would delete this host's /dev, /tmp and the checkout.
 
 1. The packages of build/deb (make deb) carry the version that
    scripts/version.sh derives from git (base + "+iobatchN").  Debian's
@@ -57,9 +69,34 @@ import tempfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEB = os.path.join(TOP, 'build', 'deb')
-PACKAGES = ['qemu-system-x86', 'qemu-system-common', 'qemu-system-gui',
-            'qemu-block-extra', 'qemu-utils']
+LINE = os.environ.get('LINE', 'bookworm')
+
+
+def line_var(expr):
+    """The value of the shell expression EXPR after scripts/line.sh."""
+    r = subprocess.run(['bash', '-c', f'top={TOP}; . "$top/scripts/line.sh"; echo "{expr}"'],
+                       capture_output=True, text=True, check=False,
+                       env=dict(os.environ, LINE=LINE))
+    if r.returncode != 0:
+        raise SystemExit(f'test-deb: {r.stderr.strip()}')
+    return r.stdout.strip()
+
+
+def host_release():
+    with open('/etc/os-release', encoding='utf-8') as f:
+        m = re.search(r'^VERSION_CODENAME=(\S+)$', f.read(), re.M)
+    return m and m.group(1).strip('"')
+
+
+LINE_BUILD = line_var('$LINE_BUILD')
+DEB = os.path.join(LINE_BUILD, 'deb')
+PACKAGES = line_var('${LINE_DEB_PACKAGES[*]}').split()
+# Another release than this host's: everything in a root of the line's.
+# The root has this host's /dev, /tmp and the checkout mounted in it: it is
+# a directory of its own, inside no directory that the test deletes.
+IN_ROOT = host_release() != LINE
+ROOT = os.path.join(LINE_BUILD, 'test-deb-root') if IN_ROOT else ''
+EXEC = ['chroot', ROOT] if IN_ROOT else []
 PREF = '/etc/apt/preferences.d/qemu-iobatch.pref'
 APT_PKG = 'qemu-iobatch-apt'
 CHECK = '/usr/sbin/qemu-iobatch-check'
@@ -70,15 +107,31 @@ APT_FILES = ['/etc/apt/sources.list.d/qemu-iobatch.sources', PREF,
              '/etc/update-motd.d/90-qemu-iobatch',
              '/usr/share/keyrings/qemu-iobatch-archive-keyring.gpg',
              '/var/lib/qemu-iobatch/held-back']
-REPO = os.path.join(TOP, 'build', 'test-deb', 'repo')
-KEYDIR = os.path.join(TOP, 'build', 'test-deb', 'signing')
-SAVED = os.path.join(TOP, 'build', 'test-deb-saved')
-DEB_NEXT = os.path.join(TOP, 'build', 'deb-next')
+REPO = os.path.join(LINE_BUILD, 'test-deb', 'repo')
+KEYDIR = os.path.join(LINE_BUILD, 'test-deb', 'signing')
+SAVED = os.path.join(LINE_BUILD, 'test-deb-saved')
+DEB_NEXT = os.path.join(LINE_BUILD, 'deb-next')
+# The guest suite's qemu-system-x86_64 and qemu-img: the host's, or
+# wrappers that start the root's.
+BINDIR = os.path.join(LINE_BUILD, 'test-deb-bin') if IN_ROOT else '/usr/bin'
 APT_GET = ['apt-get', '-q', '-o', 'DPkg::Lock::Timeout=600']
 QEMU = '/usr/bin/qemu-system-x86_64'
 MODDIR = '/usr/lib/x86_64-linux-gnu/qemu'
-# The VMs that run across the install: a machine type that Debian's 7.2 and
-# the fork both have, so that one can migrate to the other.
+# Modules that deb-modules loads, with the devices that make QEMU load them,
+# and a file of each package for deb-dpkg-owner.  10.0 builds TCG in; its
+# SPICE and OpenGL modules are packages of their own.
+MODULES = {'bookworm': (['qxl-vga'], ['accel-tcg-x86_64.so', 'hw-display-qxl.so']),
+           'trixie': (['qxl-vga', 'virtio-gpu-pci'],
+                      ['hw-display-qxl.so', 'hw-display-virtio-gpu-pci.so'])}[LINE]
+OWNERS = {'qemu-system-x86': QEMU, 'qemu-utils': '/usr/bin/qemu-img',
+          'qemu-system-common': f'{MODDIR}/hw-display-virtio-gpu-pci.so' if LINE == 'trixie'
+                                else f'{MODDIR}/accel-tcg-x86_64.so',
+          'qemu-system-gui': f'{MODDIR}/ui-gtk.so',
+          'qemu-block-extra': f'{MODDIR}/block-curl.so',
+          'qemu-system-modules-spice': f'{MODDIR}/hw-display-qxl.so',
+          'qemu-system-modules-opengl': f'{MODDIR}/ui-opengl.so'}
+# The VMs that run across the install: a machine type that Debian's QEMU and
+# the fork of either line have, so that one can migrate to the other.
 VM_MACHINE = 'pc-i440fx-7.2'
 ENV = dict(os.environ, DEBIAN_FRONTEND='noninteractive', LC_ALL='C')
 
@@ -96,9 +149,37 @@ def sh(*cmd, check=True, timeout=600, **kw):
     return r
 
 
+def tsh(*cmd, **kw):
+    """sh() in the system under test: this host, or the root."""
+    return sh(*EXEC, *cmd, **kw)
+
+
+def tpath(path):
+    """Where this host sees the path of the system under test."""
+    return ROOT + path
+
+
+def mounts_in(path):
+    """The mount points at or under path."""
+    path = os.path.realpath(path)
+    with open('/proc/mounts', encoding='utf-8') as f:
+        points = [l.split()[1].replace('\\040', ' ') for l in f]
+    return [p for p in points if p == path or p.startswith(path + '/')]
+
+
+def rmtree_nomounts(path):
+    """shutil.rmtree(path), refused (Fail) while anything is mounted at or
+    under it: it would delete through the mount (a root's bind mount of
+    /dev, /tmp or the checkout) what is mounted there."""
+    found = mounts_in(path)
+    if found:
+        raise Fail(f'not deleting {path}: {", ".join(found)} mounted in it')
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def status(pkg):
     """The installed version of pkg, or None."""
-    r = sh('dpkg-query', '-W', '-f=${Status}\t${Version}', pkg, check=False)
+    r = tsh('dpkg-query', '-W', '-f=${Status}\t${Version}', pkg, check=False)
     st, _, ver = r.stdout.partition('\t')
     return ver if r.returncode == 0 and st.endswith('ok installed') else None
 
@@ -125,7 +206,7 @@ class Results:
 
 
 def debs_in(d):
-    """{package: .deb} of the five packages in d, one each."""
+    """{package: .deb} of the line's packages in d, one each."""
     debs = {}
     for p in PACKAGES:
         found = sorted(glob.glob(f'{d}/{p}_*.deb'))
@@ -137,7 +218,7 @@ def debs_in(d):
 
 def apt_versions(pkg):
     """Every version of pkg that apt knows, with its pin priority."""
-    out = sh('apt-cache', 'policy', pkg).stdout
+    out = tsh('apt-cache', 'policy', pkg).stdout
     return re.findall(r'^ (?:\*\*\*|   ) (\S+) (-?\d+)$', out, re.M)
 
 
@@ -166,6 +247,64 @@ def newest_debian(pkg, below=None):
     return best
 
 
+class Root:
+    """A clean root of the line's Debian release, made by mmdebstrap from
+    Debian's archive (variant apt), with this host's /proc, /sys, /dev,
+    /tmp and the checkout mounted at their own paths."""
+    MOUNTS = ['/proc', '/sys', '/dev', '/tmp', TOP]
+
+    def __init__(self):
+        self.dir = ROOT
+
+    def make(self):
+        self.remove()
+        cache = os.path.join(os.environ.get('DEB_CACHE', '/var/cache/qemu-iobatch'), f'apt-{LINE}')
+        os.makedirs(cache, exist_ok=True)
+        os.makedirs(os.path.dirname(self.dir), exist_ok=True)
+        suites = line_var('${LINE_SUITES[*]}')
+        mirror = os.environ.get('DEB_MIRROR', 'http://deb.debian.org/debian')
+        secmirror = os.environ.get('DEB_SECURITY_MIRROR', 'http://deb.debian.org/debian-security')
+        print(f'# test-deb: a clean {LINE} root in {self.dir} (mmdebstrap, variant apt)', flush=True)
+        sh('mmdebstrap', '--mode=root', '--variant=apt',
+           '--aptopt=APT::Install-Recommends "false"',
+           '--setup-hook=mkdir -p "$1/var/cache/apt/archives"',
+           f'--setup-hook=sync-in {cache} /var/cache/apt/archives',
+           f'--customize-hook=sync-out /var/cache/apt/archives {cache}',
+           # apt in the root keeps what it downloads too.
+           '--customize-hook=rm -f "$1/etc/apt/apt.conf.d/docker-clean"',
+           LINE, self.dir, f'deb {mirror} {suites} main',
+           f'deb {secmirror} {line_var("$LINE_SECURITY_SUITE")} main', timeout=1800)
+        # DNS for apt in the root; no service starts there (policy-rc.d).
+        shutil.copy('/etc/resolv.conf', f'{self.dir}/etc/resolv.conf')
+        with open(f'{self.dir}/usr/sbin/policy-rc.d', 'w', encoding='utf-8') as f:
+            f.write('#!/bin/sh\nexit 101\n')
+        os.chmod(f'{self.dir}/usr/sbin/policy-rc.d', 0o755)
+        for m in self.MOUNTS:
+            os.makedirs(self.dir + m, exist_ok=True)
+            sh('mount', '--rbind', m, self.dir + m)
+            sh('mount', '--make-rslave', self.dir + m)
+        # The guest suite's binaries: the root's, started in the root in
+        # the caller's directory (the checkout or /tmp, both mounted).
+        rmtree_nomounts(BINDIR)
+        os.makedirs(BINDIR)
+        for name in ('qemu-system-x86_64', 'qemu-img', 'qemu-io', 'qemu-nbd',
+                     'qemu-storage-daemon'):
+            with open(f'{BINDIR}/{name}', 'w', encoding='utf-8') as f:
+                f.write('#!/bin/sh\n# tests/deb.py: the root\'s %s, in the caller\'s directory\n'
+                        'exec chroot %s /bin/sh -c \'cd "$0" && exec /usr/bin/%s "$@"\' '
+                        '"$PWD" "$@"\n' % (name, self.dir, name))
+            os.chmod(f'{BINDIR}/{name}', 0o755)
+        return f'{LINE} root in {self.dir}, {" ".join(self.MOUNTS)} mounted'
+
+    def remove(self):
+        for m in sorted(mounts_in(self.dir), reverse=True):
+            subprocess.run(['umount', '-l', m], capture_output=True, check=False)
+        rmtree_nomounts(self.dir)
+        if os.path.exists(self.dir):
+            raise Fail(f'{self.dir} could not be removed')
+        return f'{self.dir} unmounted and removed'
+
+
 class DebTest:
     def __init__(self):
         try:
@@ -180,8 +319,8 @@ class DebTest:
         # qemu-iobatch-apt is put back at the end, from a copy saved now.
         self.apt_pkg_before = status(APT_PKG)
         self.apt_pkg_saved = None
-        if self.apt_pkg_before:
-            shutil.rmtree(SAVED, ignore_errors=True)
+        if self.apt_pkg_before and not IN_ROOT:
+            rmtree_nomounts(SAVED)
             os.makedirs(SAVED)
             r = sh('apt-get', 'download', f'{APT_PKG}={self.apt_pkg_before}', cwd=SAVED,
                    check=False)
@@ -193,7 +332,7 @@ class DebTest:
             self.apt_pkg_saved = found[0]
         self.saved = {}
         for f in APT_FILES:
-            if os.path.exists(f):
+            if os.path.exists(tpath(f)):
                 with open(f, 'rb') as fh:
                     self.saved[f] = (fh.read(), os.stat(f).st_mode & 0o7777)
         self.next_version = None
@@ -216,19 +355,25 @@ class DebTest:
         if self.version != want.stdout.strip() or not self.version.endswith(f'+iobatch{n}'):
             raise Fail(f'build/deb is {self.version}; version.sh says {want.stdout.strip()}, '
                        f'N={n}: run make deb')
-        return (f'{self.version}: N={n}, the commits that changed lines/bookworm/patches/ '
-                f'(patches/ before) or packaging/x86only.patch')
+        return (f'{self.version}: N={n}, the commits that changed lines/{LINE}/patches/ '
+                f'or {line_var("${LINE_PACKAGING#$top/}")}'
+                + (' (or patches/, before lines/)' if LINE == 'bookworm' else ''))
 
     def repo(self):
-        shutil.rmtree(os.path.dirname(REPO), ignore_errors=True)
+        rmtree_nomounts(os.path.dirname(REPO))
         out = sh(f'{TOP}/scripts/repo.sh', '--from', DEB, '--repo', REPO, '--key-dir', KEYDIR,
-                 timeout=900).stdout
+                 *(['--no-setup'] if IN_ROOT else []), timeout=900).stdout
+        if IN_ROOT:
+            apt_debs = glob.glob(f'{REPO}/{APT_PKG}_*.deb')
+            if len(apt_debs) != 1:
+                raise Fail(f'{REPO} has {len(apt_debs)} {APT_PKG} packages')
+            tsh('dpkg', '-i', apt_debs[0])
         for f in APT_FILES[:-1]:
-            got = sh('dpkg', '-S', f, check=False).stdout.strip()
+            got = tsh('dpkg', '-S', f, check=False).stdout.strip()
             if got != f'{APT_PKG}: {f}':
                 raise Fail(f'after make repo, dpkg -S {f}: {got!r}, want {APT_PKG}: '
                            f'{out.strip()[-300:]}')
-        with open(APT_FILES[0], encoding='utf-8') as f:
+        with open(tpath(APT_FILES[0]), encoding='utf-8') as f:
             src = f.read()
         if f'URIs: file:{REPO}' not in src or 'Signed-By: ' not in src or 'Trusted' in src:
             raise Fail(f'{APT_FILES[0]}: {src!r}')
@@ -244,7 +389,7 @@ class DebTest:
     def update_hook(self):
         """apt-get update runs qemu-iobatch-check: it warns if and only if
         Debian's archive is ahead of the fork's base."""
-        out = sh(*APT_GET, 'update', timeout=900).stdout
+        out = tsh(*APT_GET, 'update', timeout=900).stdout
         newest = self.debian_newest()
         if not newest:
             raise Fail("apt knows no Debian qemu-system-x86: is Debian's archive in the sources?")
@@ -260,31 +405,31 @@ class DebTest:
     def install(self):
         # What docs/install.md tells: 'apt install qemu-system-x86' brings
         # the other four along (Depends and Recommends), all the fork's.
-        sim = sh(*APT_GET, '-s', 'install', 'qemu-system-x86').stdout
+        sim = tsh(*APT_GET, '-s', 'install', 'qemu-system-x86').stdout
         inst = {m.group(1): m.group(2) for m in
                 re.finditer(r'^Inst (\S+) (?:\[\S+\] )?\((\S+) ', sim, re.M)
                 if m.group(1) in PACKAGES}
         if inst != {p: self.version for p in PACKAGES if self.before[p] != self.version}:
             raise Fail(f'apt-get -s install qemu-system-x86 would install {inst}, '
-                       f'want {self.version} of all five')
-        sh(*APT_GET, 'install', '-y', '--no-install-recommends', *PACKAGES, timeout=900)
+                       f'want {self.version} of all {len(PACKAGES)}')
+        tsh(*APT_GET, 'install', '-y', '--no-install-recommends', *PACKAGES, timeout=900)
         for p in PACKAGES:
             if status(p) != self.version:
                 raise Fail(f'apt-get install {p} installed {status(p)}, want {self.version} '
                            'from the repository')
         was = ', '.join(f'{p} {v or "absent"}' for p, v in self.before.items())
-        return (f'apt-get -s install qemu-system-x86: the five at {self.version}; installed '
-                f'them from the repository; before: {was}')
+        return (f'apt-get -s install qemu-system-x86: the {len(PACKAGES)} at {self.version}; '
+                f'installed them from the repository; before: {was}')
 
     def check_after_install(self):
         """qemu-iobatch-check, run by hand and by apt-get update, agrees with
         the archive now that the fork is installed."""
-        r = sh(CHECK, check=False)
-        upd = sh(*APT_GET, 'update', timeout=900).stdout
+        r = tsh(CHECK, check=False)
+        upd = tsh(*APT_GET, 'update', timeout=900).stdout
         hook = [l for l in upd.splitlines() if 'qemu-iobatch-check' in l]
         if self.ahead:
             if r.returncode != 1 or 'WARNING' not in r.stdout or not hook or \
-                    not os.path.exists('/var/lib/qemu-iobatch/held-back'):
+                    not os.path.exists(tpath('/var/lib/qemu-iobatch/held-back')):
                 raise Fail(f'Debian is ahead, but: exit {r.returncode} {r.stdout.strip()!r}, '
                            f'hook {hook}')
         elif r.returncode != 0 or 'ok:' not in r.stdout or hook:
@@ -308,14 +453,14 @@ class DebTest:
             with open(f, 'wb') as fh:
                 fh.write(data)
             os.chmod(f, mode)
-        sh(*APT_GET, 'update', timeout=900)
+        tsh(*APT_GET, 'update', timeout=900)
         back = [f'{p}={v}' for p, v in self.before.items() if v]
         gone = [p for p, v in self.before.items() if not v]
         gone = [p for p in gone if status(p)]
         if gone:
-            sh(*APT_GET, 'purge', '-y', *gone, timeout=900)
+            tsh(*APT_GET, 'purge', '-y', *gone, timeout=900)
         if back:
-            sh(*APT_GET, 'install', '-y', '--allow-downgrades',
+            tsh(*APT_GET, 'install', '-y', '--allow-downgrades',
                '--no-install-recommends', *back, timeout=900)
         now = {p: status(p) for p in PACKAGES}
         if now != self.before:
@@ -332,7 +477,7 @@ class DebTest:
     def debian_vm(self):
         """Debian's QEMU (installed now if the host has another or none) runs
         a VM that keeps running while the fork is installed over it."""
-        sh(*APT_GET, 'update', timeout=900)
+        tsh(*APT_GET, 'update', timeout=900)
         want = {}
         for p in PACKAGES:
             # The newest Debian version below the fork's: what a host has
@@ -342,9 +487,9 @@ class DebTest:
                 raise Fail(f'apt knows no Debian version of {p} below {self.version}')
             want[p] = best
         if {p: status(p) for p in PACKAGES} != want:
-            sh(*APT_GET, 'install', '-y', '--allow-downgrades', '--no-install-recommends',
+            tsh(*APT_GET, 'install', '-y', '--allow-downgrades', '--no-install-recommends',
                *[f'{p}={v}' for p, v in want.items()], timeout=900)
-        self.old_vm = self.vm(QEMU)
+        self.old_vm = self.vm(f'{BINDIR}/qemu-system-x86_64')
         info = self.vm_info(self.old_vm)
         if 'iobatch' in info['package'] or info['status'] != 'running':
             raise Fail(f'the VM on Debian\'s {want["qemu-system-x86"]}: {info}')
@@ -356,8 +501,8 @@ class DebTest:
         """A VM on binary: SeaBIOS with nothing to boot, TCG, QMP."""
         # QEMU's python/qemu from any source tree of the base: make fetch's,
         # or the one make deb unpacked.
-        trees = [os.path.join(TOP, 'build', 'src', n, 'python') for n in ('fork', 'base')] + \
-            sorted(glob.glob(os.path.join(TOP, 'build', 'deb-work', '*', 'python')))
+        trees = [os.path.join(LINE_BUILD, 'src', n, 'python') for n in ('fork', 'base')] + \
+            sorted(glob.glob(os.path.join(LINE_BUILD, 'deb-work', '*', 'python')))
         trees = [t for t in trees if os.path.isdir(os.path.join(t, 'qemu', 'machine'))]
         if not trees:
             raise Fail('no python/qemu in build/src or build/deb-work: run make fetch')
@@ -392,7 +537,7 @@ class DebTest:
                 not info['exe'].endswith(' (deleted)'):
             raise Fail(f'after the install the old VM says {info}, before {self.old_info}')
         sock = os.path.join(self.tmp, 'migrate.sock')
-        new = self.vm(QEMU, '-incoming', 'defer')
+        new = self.vm(f'{BINDIR}/qemu-system-x86_64', '-incoming', 'defer')
         qmp(new, 'migrate-incoming', uri=f'unix:{sock}')
         qmp(old, 'migrate', uri=f'unix:{sock}')
         deadline = time.time() + 120
@@ -422,12 +567,12 @@ class DebTest:
                 vm.shutdown()
             except Exception:  # pylint: disable=broad-except
                 pass
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        rmtree_nomounts(self.tmp)
 
     # -- checks ---------------------------------------------------------------
     def version_check(self, version=None):
         version = version or self.version
-        first = sh(QEMU, '--version').stdout.splitlines()[0]
+        first = tsh(QEMU, '--version').stdout.splitlines()[0]
         want = f'(Debian {version}, {self.series})'
         if not first.endswith(want):
             raise Fail(f'{QEMU} --version: {first!r}, want it to end in {want}')
@@ -455,27 +600,28 @@ class DebTest:
         if self.next_version != f'{self.base}+iobatch{n + 1}':
             raise Fail(f'{DEB_NEXT} is {self.next_version}, want {self.base}+iobatch{n + 1}')
         sh(f'{TOP}/scripts/repo.sh', '--from', DEB_NEXT, '--repo', REPO, '--key-dir', KEYDIR,
-           timeout=900)
-        sh(*APT_GET, 'update', timeout=900)
-        sim = sh(*APT_GET, '-s', 'upgrade').stdout
+           *(['--no-setup'] if IN_ROOT else []), timeout=900)
+        tsh(*APT_GET, 'update', timeout=900)
+        sim = tsh(*APT_GET, '-s', 'upgrade').stdout
         inst = {m.group(1): m.group(2) for m in
                 re.finditer(r'^Inst (\S+) \[\S+\] \((\S+) ', sim, re.M) if m.group(1) in PACKAGES}
         if inst != {p: self.next_version for p in PACKAGES}:
-            raise Fail(f'apt-get -s upgrade would install {inst}, want {self.next_version} of all five')
+            raise Fail(f'apt-get -s upgrade would install {inst}, want {self.next_version} of '
+                       f'all {len(PACKAGES)}')
         # Only ours: a real 'apt-get upgrade' would upgrade the whole host.
-        sh(*APT_GET, 'install', '-y', '--only-upgrade', *PACKAGES, timeout=900)
+        tsh(*APT_GET, 'install', '-y', '--only-upgrade', *PACKAGES, timeout=900)
         first = self.version_check(self.next_version)
-        return (f'{built} ({(time.time() - t0) / 60:.1f} min); apt-get -s upgrade: all five '
-                f'{self.version} -> {self.next_version}; upgraded: {first}')
+        return (f'{built} ({(time.time() - t0) / 60:.1f} min); apt-get -s upgrade: all '
+                f'{len(PACKAGES)} {self.version} -> {self.next_version}; upgraded: {first}')
 
     # -- going back to Debian's ---------------------------------------------------
     def rollback(self):
         """docs/install.md, 'Going back to Debian's packages'."""
-        sh(*APT_GET, 'purge', '-y', APT_PKG, timeout=900)
-        left = [f for f in APT_FILES if os.path.exists(f)]
+        tsh(*APT_GET, 'purge', '-y', APT_PKG, timeout=900)
+        left = [f for f in APT_FILES if os.path.exists(tpath(f))]
         if left or status(APT_PKG):
             raise Fail(f'apt-get purge {APT_PKG} left {left} ({status(APT_PKG)})')
-        sh(*APT_GET, 'update', timeout=900)
+        tsh(*APT_GET, 'update', timeout=900)
         # The candidate is still the installed fork (apt does not downgrade
         # by itself): Debian's version is the newest of the version table
         # that is not ours, as docs/install.md has the admin read it.
@@ -485,23 +631,21 @@ class DebTest:
             if not best:
                 raise Fail(f'without the repository apt knows no Debian version of {p}')
             want[p] = best
-        sh(*APT_GET, 'install', '-y', '--allow-downgrades', '--no-install-recommends',
+        tsh(*APT_GET, 'install', '-y', '--allow-downgrades', '--no-install-recommends',
            *[f'{p}={v}' for p, v in want.items()], timeout=900)
         now = {p: status(p) for p in PACKAGES}
         if now != want:
             raise Fail(f'after going back: {now}, want {want}')
-        first = sh(QEMU, '--version').stdout.splitlines()[0]
+        first = tsh(QEMU, '--version').stdout.splitlines()[0]
         if 'iobatch' in first or f'(Debian {want["qemu-system-x86"]})' not in first:
             raise Fail(f'{QEMU} --version after going back: {first!r}')
         return f'Debian\'s {want["qemu-system-x86"]} installed: {first}'
 
     def owner(self):
         out = []
-        for path, pkg in ((QEMU, 'qemu-system-x86'), ('/usr/bin/qemu-img', 'qemu-utils'),
-                          (f'{MODDIR}/accel-tcg-x86_64.so', 'qemu-system-common'),
-                          (f'{MODDIR}/ui-gtk.so', 'qemu-system-gui'),
-                          (f'{MODDIR}/block-curl.so', 'qemu-block-extra')):
-            got = sh('dpkg', '-S', path).stdout.strip()
+        for pkg in PACKAGES:
+            path = OWNERS[pkg]
+            got = tsh('dpkg', '-S', path).stdout.strip()
             if got != f'{pkg}: {path}':
                 raise Fail(f'dpkg -S {path}: {got!r}, want {pkg}')
             out.append(f'{os.path.basename(path)}: {pkg}')
@@ -511,8 +655,10 @@ class DebTest:
         """Start a machine whose accelerator and display device are modules
         and look at what it mapped; a module of another build would be
         refused (QEMU checks the build id)."""
-        p = subprocess.Popen([QEMU, '-M', 'q35', '-accel', 'tcg', '-nodefaults', '-display',
-                              'none', '-device', 'qxl-vga', '-S', '-monitor', 'stdio'],
+        devices, modules = MODULES
+        p = subprocess.Popen([*EXEC, QEMU, '-M', 'q35', '-accel', 'tcg', '-nodefaults', '-display',
+                              'none', *[a for d in devices for a in ('-device', d)], '-S',
+                              '-monitor', 'stdio'],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=ENV)
         try:
@@ -526,21 +672,22 @@ class DebTest:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        for mod in ('accel-tcg-x86_64.so', 'hw-display-qxl.so'):
-            if f'{MODDIR}/{mod}' not in maps:
+        for mod in modules:
+            if f'{tpath(MODDIR)}/{mod}' not in maps:
                 raise Fail(f'{mod} not mapped by QEMU; output: {out.strip()[-300:]}')
-        if 'dev: qxl-vga' not in out:
-            raise Fail(f'no qxl-vga in info qtree: {out.strip()[-300:]}')
+        for d in devices:
+            if f'dev: {d}' not in out:
+                raise Fail(f'no {d} in info qtree: {out.strip()[-300:]}')
         if re.search(r'(?i)error|warning|failed', out):
             raise Fail(f'QEMU complained: {out.strip()[-300:]}')
         # qemu-img (qemu-utils) loads the curl driver from qemu-block-extra: a
         # refused connection, not an unknown driver, proves it loaded.
-        r = sh('/usr/bin/qemu-img', 'info', 'json:{"file":{"driver":"http","url":"http://127.0.0.1:9/x"}}',
+        r = tsh('/usr/bin/qemu-img', 'info', 'json:{"file":{"driver":"http","url":"http://127.0.0.1:9/x"}}',
                check=False)
         msg = (r.stdout + r.stderr).strip()
         if r.returncode == 0 or 'unknown' in msg.lower() or 'connect' not in msg.lower():
             raise Fail(f'qemu-img with the http driver (block-curl.so): {msg}')
-        return 'accel-tcg-x86_64.so and hw-display-qxl.so loaded, qxl-vga realized; ' \
+        return f'{" and ".join(modules)} loaded, {" and ".join(devices)} realized; ' \
                f'block-curl.so loaded by qemu-img ({msg.splitlines()[-1][:60]}...)'
 
     def apt_keeps(self):
@@ -548,12 +695,12 @@ class DebTest:
         and against a repository that has Debian's next version (+1 on
         deb12uN) of the five packages, which apt would install without the
         preferences file."""
-        r = sh('apt-get', '-s', 'upgrade')
+        r = tsh('apt-get', '-s', 'upgrade')
         inst = [l for l in r.stdout.splitlines() if l.startswith('Inst ') and
                 l.split()[1] in PACKAGES]
         if inst:
             raise Fail(f'apt-get -s upgrade would replace the fork: {inst}')
-        m = re.match(r'(.*\+deb12u)(\d+)\+iobatch\d+$', self.version)
+        m = re.match(r'(.*\+deb\d+u)(\d+)\+iobatch\d+$', self.version)
         if not m:
             raise Fail(f'cannot derive the next Debian version from {self.version}')
         nextver = f'{m.group(1)}{int(m.group(2)) + 1}'
@@ -583,10 +730,10 @@ class DebTest:
                     '-o', f'Dir::State::Lists={tmp}/lists',
                     '-o', 'Dir::Etc::Preferences=/dev/null',
                     '-o', 'APT::Sandbox::User=root']
-            sh('apt-get', *base, 'update')
+            tsh('apt-get', *base, 'update')
             got = {}
             for which in ('with', 'without'):
-                out = sh('apt-get', *base, '-o', f'Dir::Etc::PreferencesParts={tmp}/prefs-{which}',
+                out = tsh('apt-get', *base, '-o', f'Dir::Etc::PreferencesParts={tmp}/prefs-{which}',
                          '-s', 'upgrade').stdout
                 got[which] = sorted(l.split()[1] for l in out.splitlines()
                                     if l.startswith('Inst ') and l.split()[1] in PACKAGES)
@@ -594,9 +741,9 @@ class DebTest:
             raise Fail(f'with qemu-iobatch.pref, apt would install {nextver} of {got["with"]}')
         if got['without'] != sorted(PACKAGES):
             raise Fail(f'the check proves nothing: without the pref apt would replace '
-                       f'{got["without"]}, want all five')
+                       f'{got["without"]}, want all {len(PACKAGES)}')
         return (f'apt-get -s upgrade replaces nothing; against a repository with {nextver}: '
-                'nothing with qemu-iobatch.pref, all five without it')
+                f'nothing with qemu-iobatch.pref, all {len(PACKAGES)} without it')
 
     def run_suite(self, res, name, cmd, timeout):
         """Run a test script that prints ok/FAIL/SKIP lines; count them."""
@@ -646,13 +793,22 @@ def main():
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit('test-deb: installs packages: run as root')
-    t = DebTest()
+    if IN_ROOT and a.keep:
+        sys.exit(f'test-deb: --keep keeps the fork on this host, which does not run {LINE}')
     res = Results()
     t0 = time.time()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
-    print(f'# test-deb: {t.version}; REPLACES THIS HOST\'S QEMU until it ends', flush=True)
+    root = Root() if IN_ROOT else None
+    t = None
     try:
+        if root and not res.check('deb-root', root.make):
+            raise Stopped(f'no {LINE} root')
+        t = DebTest()
+        if IN_ROOT:
+            print(f'# test-deb: {t.version} in the {LINE} root {ROOT}', flush=True)
+        else:
+            print(f'# test-deb: {t.version}; REPLACES THIS HOST\'S QEMU until it ends', flush=True)
         res.check('deb-version-derived', t.derived_version)
         vm_ok = res.check('deb-debian-vm', t.debian_vm)
         if res.check('deb-repo', t.repo) and res.check('deb-apt-update', t.update_hook) and \
@@ -670,12 +826,19 @@ def main():
                     print(f'SKIP {name}: --no-guest', flush=True)
             else:
                 guest = [sys.executable, f'{TOP}/tests/guest/run.py', '--build', 'fork',
-                         '--bindir', '/usr/bin']
+                         '--bindir', BINDIR]
                 if a.guest_case:
                     guest += ['--case'] + a.guest_case
                 t.run_suite(res, 'guest', guest, 3600)
-                t.run_suite(res, 'libvirt', [sys.executable, f'{TOP}/tests/libvirt.py',
-                                             '--emulator', QEMU], 1800)
+                libvirt = [sys.executable, f'{TOP}/tests/libvirt.py', '--emulator', QEMU]
+                if IN_ROOT:
+                    # The line's own libvirt, in the root: tests/libvirt.py
+                    # installs it there, and builds the guest there.
+                    tsh(*APT_GET, 'install', '-y', '--no-install-recommends', 'python3',
+                        timeout=900)
+                    libvirt = [*EXEC, '/bin/sh', '-c', f'cd {TOP} && exec python3 '
+                               f'tests/libvirt.py --emulator {QEMU}']
+                t.run_suite(res, 'libvirt', libvirt, 1800)
             if res.check('deb-upgrade', t.upgrade):
                 res.check('deb-upgraded-modules', t.modules)
             if not a.keep:
@@ -684,13 +847,16 @@ def main():
         res.fail('test-deb', f'{e or "interrupted"}; restoring')
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        t.stop_vms()
+        if t:
+            t.stop_vms()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
-        if a.keep:
+        if root:
+            res.check('deb-root-removed', root.remove)
+        elif a.keep:
             print('# --keep: the fork stays installed from build/test-deb/repo; '
                   'see docs/install.md to go back', flush=True)
-        else:
+        elif t:
             res.check('deb-restore', t.restore)
     print(f'# test-deb took {(time.time() - t0) / 60:.1f} min')
     print(f'{res.passed} passed, {res.failed} failed, {res.skipped} skipped')
