@@ -189,5 +189,37 @@ class TestLapicState(unittest.TestCase):
                          'no-shorthand; ISR (none); IRR 236')
 
 
+# HMP `x/16xb $pc` and `x/6gx $esp` (QEMU 7.2's format).
+CODE = """ffffffff9a308630: 0xf3 0x90 0x8b 0x07 0x85 0xc0 0x75 0xf8
+ffffffff9a308638: 0xc3 0xcc 0xcc 0xcc 0x0f 0x1f 0x44 0x00
+"""
+STACK = """ffffa8b1c0003f00: 0xffffffff9a3086a1 0x0000000000000001
+ffffa8b1c0003f10: 0xffff8c2a3ec1e940 0xffffffff9a30b2c5
+ffffa8b1c0003f20: 0x0000000000000000 0xffffffff9a2c1d3e
+"""
+
+
+class TestCodeAt(unittest.TestCase):
+    def test_bytes_and_stack_of_each_vcpu(self):
+        seen = []
+
+        def hmp(cmd):
+            seen.append(cmd)
+            return {'x/16xb $pc': CODE, 'x/6gx $esp': STACK}.get(cmd, '')
+        out = postmortem.code_at(hmp, 2).splitlines()
+        self.assertEqual(seen, ['cpu 0', 'x/16xb $pc', 'x/6gx $esp',
+                                'cpu 1', 'x/16xb $pc', 'x/6gx $esp', 'cpu 0'])
+        self.assertEqual(out[0], 'code of cpu0 at its rip: f3 90 8b 07 85 c0 75 f8 c3 cc cc cc '
+                         '0f 1f 44 00; stack: 0xffffffff9a3086a1 0x0000000000000001 '
+                         '0xffff8c2a3ec1e940 0xffffffff9a30b2c5 0x0000000000000000 '
+                         '0xffffffff9a2c1d3e')
+        self.assertEqual(len(out), 2)
+
+    def test_a_monitor_error_is_said(self):
+        def hmp(cmd):
+            raise RuntimeError('monitor gone')
+        self.assertEqual(postmortem.code_at(hmp, 2), 'code at rip unavailable: monitor gone')
+
+
 if __name__ == '__main__':
     unittest.main()

@@ -540,6 +540,7 @@ class Run:
             return qmp_call(self.vm, 'human-monitor-command', **{'command-line': cmd})
         out.append(postmortem.cpu_samples(hmp))
         out.append(postmortem.lapic_state(hmp, self.case.smp))
+        out.append(postmortem.code_at(hmp, self.case.smp))
         out.append(postmortem.kernel_log(pmemsave, self.case.mem, CMDLINE, self.tmp))
         # Again after the log's search (seconds of pmemsave): a log that
         # grew, or moved vCPUs, is a crawl; the same state is a hang.

@@ -156,6 +156,27 @@ def cpu_samples(hmp: Callable[[str], str], samples: int = 3,
     return '\n'.join(out)
 
 
+def code_at(hmp: Callable[[str], str], cpus: int) -> str:
+    """The bytes at each vCPU's instruction pointer and the top of its
+    stack (HMP `x` after `cpu N`; HMP's $esp is all of rsp in long mode):
+    with the guest kernel's symbols far away, the bytes say what a vCPU
+    that stays at one address runs (say `f3 90`, pause, in a spin loop)
+    and the stack where it came from."""
+    out = []
+    try:
+        for c in range(cpus):
+            hmp(f'cpu {c}')
+            code = ' '.join(w.replace('0x', '') for l in hmp('x/16xb $pc').splitlines()
+                            for w in l.split(':', 1)[-1].split())
+            stack = ' '.join(w for l in hmp('x/6gx $esp').splitlines()
+                             for w in l.split(':', 1)[-1].split())
+            out.append(f'code of cpu{c} at its rip: {code}; stack: {stack}')
+        hmp('cpu 0')
+    except Exception as e:  # pylint: disable=broad-except
+        out.append(f'code at rip unavailable: {e}')
+    return '\n'.join(out)
+
+
 LAPIC_KEEP = ('LVTT', 'Timer', 'ISR', 'IRR', 'ICR')
 
 
