@@ -78,5 +78,4 @@ echo "$secs s ($((secs / 60)) min $((secs % 60)) s), $jobs jobs, $(nproc) cores,
     >"$out/build-time.txt"
 echo "deb: built in $(cat "$out/build-time.txt"):"
 (cd "$out" && ls -1 *.deb *.dsc)
-[ "$LINE" != bookworm ] ||
-    echo "deb: next, as root: 'make repo' puts them into the signed apt repository REPO_DIR (docs/install.md)"
+echo "deb: next, as root: 'make repo$LINE_MAKE' puts them into the signed apt repository REPO_DIR (docs/install.md)"

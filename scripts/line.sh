@@ -32,8 +32,8 @@
 #                   relative to the top (bookworm: patches), or empty; the
 #                   package revision (scripts/version.sh) counts its history
 #                   there too
-# and the functions all_lines (every line, one a line), line_packaged and
-# line_on_host.
+# and the functions all_lines (every line, one a line), line_packaged,
+# host_release and line_on_host.
 DEFAULT_LINE=bookworm
 LINE=${LINE:-$DEFAULT_LINE}
 
@@ -89,11 +89,16 @@ line_packaged() {
     exit 2
 }
 
+# host_release: the codename of the Debian release this host runs, or empty.
+host_release() {
+    (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+}
+
 # line_on_host WHAT: stop unless this host runs the line's Debian release
 # (what is built or installed on the host itself must match it).
 line_on_host() {
     local host
-    host=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    host=$(host_release)
     [ "$host" = "$LINE" ] && return 0
     echo "error: $1 on this host needs Debian $LINE, and this host runs ${host:-an unknown release}" >&2
     exit 2

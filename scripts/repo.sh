@@ -140,7 +140,7 @@ echo "repo: $repo: $n packages; qemu-system-x86 versions: $versions"
 echo "repo: signed by $fpr (key in $keydir; keep it, never copy it to a host)"
 
 how="dpkg -i $repo/$(basename "$aptdeb")  (then apt update)"
-host=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+host=$(host_release)
 if [ "$setup" -eq 0 ]; then
     echo "repo: to use it on a $LINE host, as root: $how"
 elif [ "$host" != "$LINE" ]; then
