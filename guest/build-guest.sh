@@ -1,14 +1,14 @@
 #!/bin/bash
 # Build (or reuse) the built-in test guest: a bookworm kernel and an
 # uncompressed initramfs with busybox, fio, dmsetup, blkdiscard, the virtio
-# and dm modules, and guest/init.  Prints the guest directory (which holds
+# and dm modules, guest/init and smc-race (guest/smc-race.c).  Prints the guest directory (which holds
 # vmlinuz and initrd.cpio) on stdout.  Cached under .cache/guest/KEY, KEY being
 # a hash of the package versions, this script and guest/init.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 cache=${GUEST_CACHE:-$root/.cache/guest}
-host_pkgs=(busybox-static fio dmsetup util-linux cpio xz-utils kmod)
+host_pkgs=(busybox-static fio dmsetup util-linux cpio xz-utils kmod gcc libc6-dev)
 log() { echo "build-guest: $*" >&2; }
 
 missing=()
@@ -34,7 +34,7 @@ kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/{print $2}')
 
 key=$( { echo "$kpkg=$kver"
          dpkg-query -W "${host_pkgs[@]}" libdevmapper1.02.1 libc6
-         cat "$0" "$here/init" "$here/lib.sh"; } | sha256sum | cut -c1-16)
+         cat "$0" "$here/init" "$here/lib.sh" "$here/smc-race.c"; } | sha256sum | cut -c1-16)
 out=$cache/$key
 if [[ -f $out/initrd.cpio && -f $out/vmlinuz ]]; then echo "$out"; exit 0; fi
 
@@ -97,6 +97,8 @@ for bin in /usr/bin/fio /usr/sbin/dmsetup /usr/sbin/blkdiscard; do
         mkdir -p "$r$(dirname "$lib")"; cp -L "$lib" "$r$lib"
     done
 done
+# The guest's test of cross-modifying code (the smc-race case), static.
+gcc -O2 -Wall -Werror -static -pthread -o "$r/bin/smc-race" "$here/smc-race.c"
 # fio dlopen()s its ioengines; none we use needs it, but keep the glibc bits
 # that fio reads at start.
 install -m 0755 "$here/init" "$r/init"

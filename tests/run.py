@@ -84,9 +84,10 @@ CHAOS_TIMEOUT = 900
 CHAOS_BASE_CONFIGS = ['iothread', 'iothread-irq-noevidx', 'io_uring-irq',
                       'packed-irq']
 # The guest cases of the trixie line's fork in make test (suite
-# guest-trixie): what the bookworm line cannot run
+# guest-trixie): what the bookworm line cannot run, and the TCG test of
+# its fixes/
 TRIXIE_GUEST_CASES = ['iothread-vq-mapping', 'migrate-mapping', 'migrate-late-notify',
-                      'blockjobs-mapping']
+                      'blockjobs-mapping', 'smc-race']
 # Seconds per fuzz target in 'make test' (make fuzz: FUZZ_SECONDS, longer).
 FUZZ_TEST_SECONDS = 30
 FUZZ_TARGETS = ['virtio-blk-fuzz', 'virtio-blk-flags-fuzz',

@@ -329,6 +329,13 @@ CASES += [
          doc='blockjobs-mapping\'s machine, one verified round, no operation: to repeat'
              ' its boot (--repeat N)'),
 
+    # Not a virtio case: the TCG that runs every guest case.  A translation
+    # of code that another vCPU overwrote, kept after the write, hung a
+    # guest's boot (docs/guest-tests.md, "Cross-modifying code").
+    Case('smc-race', 'smc', [], env={'ROUNDS': '20000'}, fio=False, timeout=240,
+         doc='two vCPUs, one rewriting a function while the other runs it: after the'
+             ' writer\'s last store and a cpuid, the new code runs (20000 rounds)'),
+
     Case('unplug-inflight', 'inflight',
          [Disk(aio='native', iothread=True, num_queues=2, size_mb=64)],
          env={'MODE': 'unplug', 'CYCLES': '4', 'ENGINE': 'io_uring'},
