@@ -646,8 +646,9 @@ PLANTED = [
     # 1 wrote, and fio's verify of round 3 finds round 1's data.
     ('lost-write-rounds', 'rounds4', ['--subset', 'long', '--drop-write', '450'],
      r'@@ERROR fio verify-r\d+-rd0 rc=\d+.*\[dropped write 450:'),
-    # Write 4500 is in the second pass, whose writes completed before the
-    # unplug cut the third: the check after the replug finds the block.
+    # Write 4500 is in the second pass; with --drop-write the first unplug
+    # waits for that pass to complete (ops.sc_unplug_inflight), so the
+    # check after the replug finds the block whatever the timing.
     ('lost-write-unplug', 'unplug-inflight', ['--drop-write', '4500'],
      r'@@ERROR check-\S+: .*\[dropped write 4500:'),
     # Write 4400 of at least 4 KiB is early in pass 2, the pass that the

@@ -638,6 +638,17 @@ def sc_unplug_inflight(r: Run) -> None:
     cycles = int(r.case.env['CYCLES'])
     for c in range(1, cycles + 1):
         pos = wait(r, lambda t, c=c: cycle_mark(t, 'unplug-me', c), f'unplug-me {c}')
+        if c == 1 and r.drop_write is not None:
+            # A planted lost write (--drop-write N) must be where the check
+            # after the replug sees it whatever the timing: in a pass that
+            # completed.  Of the pass that an unplug cuts, the check knows
+            # the completed writes only from fio's logs, which the cut may
+            # leave unwritten.  So the first unplug waits for the header to
+            # name the pass that holds write N (each pass writes every
+            # block once, then the header).
+            n = pass_of_write(r, r.drop_write)
+            wait(r, lambda _t, n=n: (storm_header(r) or (0,))[0] >= n,
+                 f'pass {n} (write {r.drop_write}) complete', 120)
         tick = wait(r, lambda _t, p=pos: tick_in_flight(r, p), 'a tick with requests in flight', 60)
         time.sleep(random.uniform(0, 0.5))
         held = await_inflight(r, 'device_del')
@@ -655,6 +666,21 @@ def sc_unplug_inflight(r: Run) -> None:
 
 
 HEADER_RE = re.compile(rb'IOBATCH-PASS (\d+) (\d+) (\d+) ')
+
+
+def pass_of_write(r: Run, n: int) -> int:
+    """The pass of guest/workloads/inflight.sh that makes the disk's Nth
+    write, counting from 1: each pass writes every block of region A (4 KiB
+    blocks) and B (128 KiB blocks) once, then the header.
+
+    >>> class R: pass
+    >>> r = R(); r.case = R(); r.case.env = {}
+    >>> [pass_of_write(r, n) for n in (1, 4353, 4354, 4500, 8706, 8707)]
+    [1, 1, 2, 2, 2, 3]
+    """
+    env = r.case.env
+    per_pass = int(env.get('A_MB', 16)) * 256 + int(env.get('B_MB', 32)) * 8 + 1
+    return (n - 1) // per_pass + 1
 
 
 def storm_header(r: Run) -> Optional[Tuple[int, int, int]]:
