@@ -678,9 +678,16 @@ def pass_of_write(r: Run, n: int) -> int:
     >>> [pass_of_write(r, n) for n in (1, 4353, 4354, 4500, 8706, 8707)]
     [1, 1, 2, 2, 2, 3]
     """
-    env = r.case.env
-    per_pass = int(env.get('A_MB', 16)) * 256 + int(env.get('B_MB', 32)) * 8 + 1
+    a_mb, b_mb = inflight_regions_mb(r)
+    per_pass = a_mb * 256 + b_mb * 8 + 1
     return (n - 1) // per_pass + 1
+
+
+def inflight_regions_mb(r: Run) -> Tuple[int, int]:
+    """The sizes in MiB of regions A and B of guest/workloads/inflight.sh
+    (its A_MB and B_MB, and their defaults there)."""
+    env = r.case.env
+    return int(env.get('A_MB', 16)), int(env.get('B_MB', 32))
 
 
 def storm_header(r: Run) -> Optional[Tuple[int, int, int]]:
@@ -688,8 +695,7 @@ def storm_header(r: Run) -> Optional[Tuple[int, int, int]]:
     image (guest/workloads/inflight.sh): (the last complete pass, the
     boot, the chunks of the next pass that completed), or None before the
     guest wrote one."""
-    env = r.case.env
-    hdr = (int(env.get('A_MB', 16)) + int(env.get('B_MB', 32))) << 20
+    hdr = sum(inflight_regions_mb(r)) << 20
     with open(r.images[0], 'rb') as f:
         f.seek(hdr)
         m = HEADER_RE.match(f.read(512))
