@@ -50,7 +50,8 @@ export JOBS
 # What the suites that make test runs on another line than bookworm need
 # besides the binaries (tests/run.py: qtest-trixie, chaos-trixie)
 LINE_TEST_PRODUCTS = tests/qtest/qos-test $(addprefix tests/qtest/,drive_del-test \
-	hd-geo-test cdrom-test device-plug-test fuzz-virtio-scsi-test)
+	hd-geo-test cdrom-test device-plug-test fuzz-virtio-scsi-test) \
+	tests/unit/test-block-iothread
 # Let ccache share objects between clones of this repo in other directories
 # (CI builds in a fresh clone): paths are hashed relative to the checkout.
 export CCACHE_BASEDIR := $(CURDIR)

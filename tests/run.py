@@ -59,6 +59,10 @@ QTESTS = ['drive_del-test', 'hd-geo-test', 'cdrom-test', 'device-plug-test',
 # The TCG system tests that a line's series adds (tests/tcg/x86_64/system),
 # built and run from the build's tests/tcg/x86_64-softmmu
 TCG_TESTS = {'trixie': ['mmio-remap']}
+# The unit tests that a line's series adds or changes, for a line whose
+# fork has no unit suite of its own (the bookworm line's runs them all in
+# the suite unit)
+UNIT_TESTS = {'trixie': ['test-block-iothread']}
 # The suites, in the order they run (docs/testing.md)
 SUITES = ('docs', 'configure', 'packaging', 'smoke', 'chaos', 'fuzz', 'unit', 'qtest',
           'iotests', 'guest', 'planted', 'libvirt', 'check-update', 'debug')
@@ -1253,6 +1257,9 @@ def main():
             if 'qtest' in trixie_suites:
                 run_qtests(trixie, res, 'qtest-trixie')
                 run_tcg_tests(trixie, res, 'qtest-trixie', TCG_TESTS['trixie'])
+                for t in UNIT_TESTS['trixie']:
+                    run_tap_binary([f'{trixie}/tests/unit/{t}'], trixie, 'qtest-trixie',
+                                   res, QTEST_TIMEOUT)
             if 'chaos' in trixie_suites:
                 run_chaos(trixie, res, 'chaos-trixie')
             if 'guest' in trixie_suites:
