@@ -44,7 +44,11 @@ trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"   # apt-get download runs as _apt
 (cd "$work" && apt-get download -q "$kpkg=$kver" >&2)
 dpkg-deb -x "$work"/"$kpkg"_*.deb "$work/k"
-uname_r=$(ls "$work/k/lib/modules")
+# A merged-/usr kernel package (trixie's) has its modules in /usr/lib/modules.
+if [[ ! -d $work/k/lib/modules && -d $work/k/usr/lib/modules ]]; then
+    mkdir -p "$work/k/lib"; ln -s ../usr/lib/modules "$work/k/lib/modules"
+fi
+uname_r=$(ls "$work/k/lib/modules/")
 moddir=$work/k/lib/modules/$uname_r
 [[ -f $moddir/modules.dep ]] || depmod -b "$work/k" "$uname_r"   # the package leaves it to postinst
 

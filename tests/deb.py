@@ -279,6 +279,10 @@ class Root:
         with open(f'{self.dir}/usr/sbin/policy-rc.d', 'w', encoding='utf-8') as f:
             f.write('#!/bin/sh\nexit 101\n')
         os.chmod(f'{self.dir}/usr/sbin/policy-rc.d', 0o755)
+        # The root a mount point of its own (private): tests/libvirt.py's
+        # unshare --propagation private, in the chroot, needs / to be one.
+        sh('mount', '--bind', self.dir, self.dir)
+        sh('mount', '--make-private', self.dir)
         for m in self.MOUNTS:
             os.makedirs(self.dir + m, exist_ok=True)
             sh('mount', '--rbind', m, self.dir + m)
@@ -836,7 +840,10 @@ def main():
                     # installs it there, and builds the guest there.
                     tsh(*APT_GET, 'install', '-y', '--no-install-recommends', 'python3',
                         timeout=900)
-                    libvirt = [*EXEC, '/bin/sh', '-c', f'cd {TOP} && exec python3 '
+                    # Its guest is built of the root's packages (a
+                    # trixie kernel), in a cache apart from the host's.
+                    libvirt = [*EXEC, '/bin/sh', '-c', f'cd {TOP} && GUEST_CACHE='
+                               f'{TOP}/.cache/guest-{LINE} exec python3 '
                                f'tests/libvirt.py --emulator {QEMU}']
                 t.run_suite(res, 'libvirt', libvirt, 1800)
             if res.check('deb-upgrade', t.upgrade):

@@ -6,7 +6,12 @@
 Starts a private libvirtd (its own PID, stopped at the end) and runs a TCG
 domain whose <emulator> is PATH, with an IOThread and two virtio-blk disks
 on it, io='native' and io='io_uring'; the built-in guest (guest/) boots by
-direct kernel boot, runs fio verify on both disks and powers off.
+direct kernel boot, runs fio verify on both disks and powers off.  Where
+libvirt (10.0 or later) and QEMU (9.0 or later) can map a disk's queues to
+IOThreads, the io='native' disk has two queues instead, one on each of two
+IOThreads (<driver><iothreads><iothread id='1'><queue id='0'/>...), and
+libvirt-vq-mapping checks that both queues and both threads carried the
+verified I/O; elsewhere that check skips, saying why.
 
 The libvirtd runs in a mount namespace of its own, in which /etc/libvirt,
 /run/libvirt, /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt,
@@ -43,10 +48,16 @@ DISKS = [('iobatch-native', 'vda', 'native'), ('iobatch-uring', 'vdb', 'io_uring
 MB = 32                 # per fio job; two jobs per disk
 BOOT_TIMEOUT = 120
 IO_TIMEOUT = 600
+# libvirt's <driver><iothreads> for virtio-blk, QEMU's iothread-vq-mapping.
+MAPPING_LIBVIRT = (10, 0, 0)
 
 
 class Fail(Exception):
     pass
+
+
+class Skip(Exception):
+    """A check that cannot run here; says why."""
 
 
 class Report:
@@ -89,6 +100,26 @@ def ensure_libvirt():
     if r.returncode != 0:
         return (f'apt-get install {" ".join(missing)} failed: '
                 f'{(r.stdout + r.stderr).strip().splitlines()[-1:]}')
+    return None
+
+
+def version_of(text):
+    """(major, minor, micro) of the first dotted version in text."""
+    m = re.search(r'(\d+)\.(\d+)\.(\d+)', text)
+    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+
+
+def mapping_support(libvirtd_version, emulator):
+    """None if a disk's queues can be mapped to IOThreads, else why not."""
+    have = version_of(libvirtd_version)
+    if have < MAPPING_LIBVIRT:
+        return (f'libvirt {".".join(map(str, have))} has no <driver><iothreads> for a'
+                f' disk (libvirt {".".join(map(str, MAPPING_LIBVIRT))} or later)')
+    r = subprocess.run([emulator, '-nodefaults', '-machine', 'none', '-device',
+                        'virtio-blk-pci,help'], capture_output=True, text=True,
+                       timeout=60, check=False)
+    if 'iothread-vq-mapping' not in r.stdout:
+        return f'{emulator} has no iothread-vq-mapping (QEMU 9.0 or later)'
     return None
 
 
@@ -198,12 +229,20 @@ class Libvirtd:
             self.proc.wait()
 
 
-def domain_xml(emulator, guest, tmp):
+def domain_xml(emulator, guest, tmp, mapping):
+    """The domain; with mapping, disk 0 has two queues, queue 0 on IOThread
+    1 and queue 1 on IOThread 2."""
     disks = ''
     for i, (serial, dev, io) in enumerate(DISKS):
+        if mapping and i == 0:
+            driver = (f"<driver name='qemu' type='raw' cache='none' io='{io}' queues='2'>"
+                      "<iothreads><iothread id='1'><queue id='0'/></iothread>"
+                      "<iothread id='2'><queue id='1'/></iothread></iothreads></driver>")
+        else:
+            driver = f"<driver name='qemu' type='raw' cache='none' io='{io}' iothread='1'/>"
         disks += f"""
     <disk type='file' device='disk'>
-      <driver name='qemu' type='raw' cache='none' io='{io}' iothread='1'/>
+      {driver}
       <source file='{tmp}/disk{i}.raw'/>
       <target dev='{dev}' bus='virtio'/>
       <serial>{serial}</serial>
@@ -212,7 +251,7 @@ def domain_xml(emulator, guest, tmp):
   <name>{DOMAIN}</name>
   <memory unit='MiB'>1024</memory>
   <vcpu>2</vcpu>
-  <iothreads>1</iothreads>
+  <iothreads>{2 if mapping else 1}</iothreads>
   <os>
     <type arch='x86_64' machine='q35'>hvm</type>
     <kernel>{guest}/vmlinuz</kernel>
@@ -252,6 +291,8 @@ class Test:
         self.lv = Libvirtd(tmp)
         self.serial = os.path.join(tmp, 'serial.log')
         self.pid = None
+        self.unmapped = 'not looked at'    # None: disk 0's queues are mapped
+        self.threads = {}                  # IOThread id: (thread id, run ns at boot)
 
     def log(self):
         try:
@@ -296,12 +337,16 @@ class Test:
             f.truncate(1 << 20)
         with open(f'{self.tmp}/workload.sh', 'w', encoding='utf-8') as f:
             f.write(f'ENGINE=io_uring\nMB={MB}\n')
+            if self.unmapped is None:
+                # A writer and its reader pinned to each vCPU: Linux
+                # submits on the submitting CPU's queue, so both are used.
+                f.write('SPLIT_CPUS=2\n')
             with open(os.path.join(TOP, 'guest', 'workloads', 'libvirt.sh'),
                       encoding='utf-8') as w:
                 f.write(w.read())
         xml = os.path.join(self.tmp, 'domain.xml')
         with open(xml, 'w', encoding='utf-8') as f:
-            f.write(domain_xml(self.emulator, guest, self.tmp))
+            f.write(domain_xml(self.emulator, guest, self.tmp, self.unmapped is None))
         self.lv.virsh('define', xml)
         got = self.lv.virsh('dumpxml', DOMAIN).stdout
         if f'<emulator>{self.emulator}</emulator>' not in got:
@@ -315,28 +360,55 @@ class Test:
     def emulator_is_fork(self):
         self.pid = self.qemu_pid()
         exe = os.readlink(f'/proc/{self.pid}/exe')
-        if exe != self.emulator:
+        if exe == self.emulator:
+            return f'/proc/{self.pid}/exe = {exe}'
+        # In a chroot, libvirtd's mount namespace is not the reader's, and
+        # the link names the file from the real root: the same file?
+        a, b = os.stat(f'/proc/{self.pid}/exe'), os.stat(self.emulator)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
             raise Fail(f'/proc/{self.pid}/exe is {exe}, not {self.emulator}')
-        return f'/proc/{self.pid}/exe = {exe}'
+        return f'/proc/{self.pid}/exe is {exe}, the file {self.emulator} (inode {b.st_ino})'
+
+    def run_ns(self, tid):
+        """The time thread tid of QEMU has run (schedstat), in ns."""
+        with open(f'/proc/{self.pid}/task/{tid}/schedstat', encoding='ascii') as f:
+            return int(f.read().split()[0])
 
     def iothreads(self):
         its = self.lv.qmp(DOMAIN, 'query-iothreads')
-        ids = [t['id'] for t in its]
-        if ids != ['iothread1']:
-            raise Fail(f'query-iothreads: {ids}, want [iothread1]')
-        tid = its[0]['thread-id']
-        if not os.path.exists(f'/proc/{self.pid}/task/{tid}'):
-            raise Fail(f'iothread1 thread {tid} is not a thread of QEMU {self.pid}')
+        ids = sorted(t['id'] for t in its)
+        want = ['iothread1', 'iothread2'] if self.unmapped is None else ['iothread1']
+        if ids != want:
+            raise Fail(f'query-iothreads: {ids}, want {want}')
+        for t in sorted(its, key=lambda t: t['id']):
+            tid = t['thread-id']
+            if not os.path.exists(f'/proc/{self.pid}/task/{tid}'):
+                raise Fail(f'{t["id"]} thread {tid} is not a thread of QEMU {self.pid}')
+            self.threads[t['id']] = (tid, self.run_ns(tid))
         links = {}
         for i in range(len(DISKS) + 1):
             links[i] = self.lv.qmp(DOMAIN, 'qom-get', path=f'/machine/peripheral/virtio-disk{i}',
                                    property='iothread')
-        for i in range(len(DISKS)):
+        on1 = range(1, len(DISKS)) if self.unmapped is None else range(len(DISKS))
+        for i in on1:
             if links[i] != '/objects/iothread1':
                 raise Fail(f'virtio-disk{i} iothread link is {links[i]!r}')
         if links[len(DISKS)]:
             raise Fail(f'the control disk is on {links[len(DISKS)]!r}, want none')
-        return f'iothread1 (thread {tid}); virtio-disk0,1 -> /objects/iothread1'
+        threads = ', '.join(f'{k} (thread {v[0]})' for k, v in self.threads.items())
+        if self.unmapped is not None:
+            return f'{threads}; virtio-disk0,1 -> /objects/iothread1'
+        path = '/machine/peripheral/virtio-disk0'
+        mapping = self.lv.qmp(DOMAIN, 'qom-get', path=path, property='iothread-vq-mapping')
+        want_map = [{'iothread': 'iothread1', 'vqs': [0]}, {'iothread': 'iothread2', 'vqs': [1]}]
+        if mapping != want_map or links[0]:
+            raise Fail(f'virtio-disk0: iothread-vq-mapping {mapping}, iothread {links[0]!r};'
+                       f' want {want_map} and no iothread')
+        nq = self.lv.qmp(DOMAIN, 'qom-get', path=path, property='num-queues')
+        if nq != 2:
+            raise Fail(f'virtio-disk0 has {nq} queues, want 2')
+        return (f'{threads}; virtio-disk0 queue 0 -> iothread1, queue 1 -> iothread2;'
+                f' virtio-disk1 -> /objects/iothread1')
 
     def aio_modes(self):
         with open(f'/proc/{self.pid}/cmdline', 'rb') as f:
@@ -424,10 +496,40 @@ class Test:
             raise Fail(f'queue 0 of virtio-disk0 never used: {q}')
         return f'virtio-disk0 queue 0: used-idx {q["used-idx"]}, inuse 0'
 
+    def vq_mapping(self):
+        """With disk 0's queues on two IOThreads: after the verified
+        workload (the domain paused), each queue has completed requests and
+        has none in flight, and each IOThread has run since the boot."""
+        if self.unmapped is not None:
+            raise Skip(self.unmapped)
+        path = '/machine/peripheral/virtio-disk0/virtio-backend'
+        out = []
+        for vq, name in ((0, 'iothread1'), (1, 'iothread2')):
+            q = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=vq)
+            if q['inuse'] != 0 or q['used-idx'] != q['last-avail-idx']:
+                raise Fail(f'queue {vq} of virtio-disk0 has requests in flight: {q}')
+            if q['used-idx'] == 0:
+                raise Fail(f'queue {vq} of virtio-disk0 ({name}) was never used: {q}')
+            tid, ns0 = self.threads[name]
+            ran = self.run_ns(tid) - ns0
+            if ran <= 0:
+                raise Fail(f'{name} (thread {tid}) has not run since the boot, '
+                           f'though queue {vq} completed {q["used-idx"]}')
+            out.append(f'queue {vq}: used-idx {q["used-idx"]}, {name} ran {ran / 1e6:.0f} ms')
+        return 'virtio-disk0 ' + '; '.join(out)
+
     def queue_stats(self):
         """The fork's counters (docs/notify-batch.md), read as docs/install.md
         shows: they agree with the queue's own state."""
         path = '/machine/peripheral/virtio-disk0/virtio-backend'
+        names = [c['name'] for c in self.lv.qmp(DOMAIN, 'query-commands')]
+        if 'x-query-virtio-queue-stats' not in names:
+            ver = self.lv.qmp(DOMAIN, 'query-version')['qemu']
+            if ver['major'] < 10:
+                raise Fail('no x-query-virtio-queue-stats: the bookworm line has it')
+            raise Skip(f'QEMU {ver["major"]}.{ver["minor"]}.{ver["micro"]} has no '
+                       'x-query-virtio-queue-stats (the bookworm line has it, the '
+                       'trixie line not yet)')
         st = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=0)
         stats = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-stats', path=path)
         q = next((s for s in stats if s['queue-index'] == 0), None)
@@ -517,12 +619,16 @@ class Test:
             r.line('FAIL', 'libvirt-daemon', str(e))
             return
         print('# ' + ' '.join(ver.split()), flush=True)
+        self.unmapped = mapping_support(ver, self.emulator)
+        print('# disk 0: ' + ('two queues on two IOThreads' if self.unmapped is None
+                              else f'one IOThread ({self.unmapped})'), flush=True)
         steps = [('libvirt-define-start', self.define_start),
                  ('libvirt-emulator', self.emulator_is_fork),
                  ('libvirt-iothreads', self.iothreads),
                  ('libvirt-aio-modes', self.aio_modes),
                  ('libvirt-suspend-domblkstat', self.domblkstat),
                  ('libvirt-queue-status', self.queue_status),
+                 ('libvirt-vq-mapping', self.vq_mapping),
                  ('libvirt-queue-stats', self.queue_stats),
                  ('libvirt-resume-shutoff', self.resume_shutoff),
                  ('libvirt-fio-verify', self.fio_verify),
@@ -531,6 +637,9 @@ class Test:
         for i, (name, fn) in enumerate(steps):
             try:
                 what = fn()
+            except Skip as e:
+                r.line('SKIP', name, str(e))
+                continue
             except (Fail, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
                 r.line('FAIL', name, f'{type(e).__name__ + ": " if not isinstance(e, Fail) else ""}{e}')
                 print('# not run after that: ' + ', '.join(n for n, _ in steps[i + 1:]))
