@@ -829,8 +829,10 @@ def main():
                     res.skipped += 1
                     print(f'SKIP {name}: --no-guest', flush=True)
             else:
-                guest = [sys.executable, f'{TOP}/tests/guest/run.py', '--build', 'fork',
-                         '--bindir', BINDIR]
+                # --build names the line (trixie/fork): its cases and
+                # what the fork of that line has.
+                guest = [sys.executable, f'{TOP}/tests/guest/run.py', '--build',
+                         'fork' if LINE == 'bookworm' else f'{LINE}/fork', '--bindir', BINDIR]
                 if a.guest_case:
                     guest += ['--case'] + a.guest_case
                 t.run_suite(res, 'guest', guest, 3600)

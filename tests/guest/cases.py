@@ -98,7 +98,8 @@ def _migrate_case(name, rows, long=False):
                 env={'DISKS': ' '.join(d.serial for d in disks), 'MB': str(MIGRATE_MB),
                      'CTL': '1'},
                 ctl=True, scenario='migrate', scenario_args={'hops': 2}, timeout=300,
-                long=long, doc=f'2 live migrations during verified I/O: {doc}')
+                needs='x-notify-batch', long=long,
+                doc=f'2 live migrations during verified I/O: {doc}')
 
 
 def _migrate_debian_case(machine, aio):
@@ -148,12 +149,14 @@ CASES = [
          [Disk(aio='native', iothread=True, num_queues=2, serial='sc0',
                props='x-notify-batch=deferred')],
          env=STOPCONT_ENV, ctl=True, scenario='stopcont', timeout=180,
+         needs='x-notify-batch',
          doc='stop-cont with every notification of a batch deferred to its end'),
 
     Case('stop-cont-first-bounded', 'rounds',
          [Disk(aio='threads', iothread=True, num_queues=2, event_idx=False, serial='sc0',
                props='x-notify-batch=first,x-notify-batch-inflight=2,x-notify-batch-max=4')],
          env=STOPCONT_ENV, ctl=True, scenario='stopcont', timeout=180,
+         needs='x-notify-batch',
          doc='stop-cont with the first notification of a batch at once and the '
              'rest checked every 4 completions or when 2 are left in flight'),
 

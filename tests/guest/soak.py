@@ -355,7 +355,7 @@ class Soak:
         if not self.has_stats:
             if self.r.build == 'fork':
                 raise CaseFail('the fork has no x-query-virtio-queue-stats')
-            say('x-query-virtio-queue-stats is not in this build (the base): '
+            say('x-query-virtio-queue-stats is not in this build (the base, the trixie line): '
                 'the notification counters are not queried')
 
     def stats(self) -> None:
