@@ -99,6 +99,11 @@ def main() -> int:
     t0 = time.time()
     for c in todo:
         why = c.needs and harness.missing_property(c.needs, a.build)
+        if not why and c.late_notify and a.bindir:
+            # gdb sets breakpoints in the build's own binary; --bindir's
+            # (the packages', through tests/deb.py's chroot wrappers) is
+            # another, stripped.
+            why = 'gdb holds its notifications in build/BUILD\'s binary, not in --bindir\'s'
         if not why and 'debian' in c.binaries and '/' in a.build:
             # debian-qemu.sh fetches the bookworm pin's QEMU (7.2); a build
             # of another line (trixie/fork) is migrated from its own
