@@ -177,6 +177,13 @@ def rmtree_nomounts(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
+def shared(path):
+    """Whether the mount on top at path propagates (shared:N in mountinfo)."""
+    with open('/proc/self/mountinfo', encoding='utf-8') as f:
+        tags = [l.split(' - ')[0].split()[6:] for l in f if l.split()[4] == path]
+    return bool(tags) and any(t.startswith('shared:') for t in tags[-1])
+
+
 def status(pkg):
     """The installed version of pkg, or None."""
     r = tsh('dpkg-query', '-W', '-f=${Status}\t${Version}', pkg, check=False)
@@ -255,6 +262,7 @@ class Root:
 
     def __init__(self):
         self.dir = ROOT
+        self.shm_made_shared = False
 
     def make(self):
         self.remove()
@@ -283,6 +291,13 @@ class Root:
         # unshare --propagation private, in the chroot, needs / to be one.
         sh('mount', '--bind', self.dir, self.dir)
         sh('mount', '--make-private', self.dir)
+        # What the guest suite mounts on this host while the root is up
+        # (the enospc case's small tmpfs in its directory in /dev/shm) must
+        # be in the root too, where QEMU runs: this host's /dev/shm is
+        # shared while the root exists, the root's copy its slave.
+        if not shared('/dev/shm'):
+            sh('mount', '--make-shared', '/dev/shm')
+            self.shm_made_shared = True
         for m in self.MOUNTS:
             os.makedirs(self.dir + m, exist_ok=True)
             sh('mount', '--rbind', m, self.dir + m)
@@ -303,6 +318,9 @@ class Root:
     def remove(self):
         for m in sorted(mounts_in(self.dir), reverse=True):
             subprocess.run(['umount', '-l', m], capture_output=True, check=False)
+        if self.shm_made_shared:
+            sh('mount', '--make-private', '/dev/shm')
+            self.shm_made_shared = False
         rmtree_nomounts(self.dir)
         if os.path.exists(self.dir):
             raise Fail(f'{self.dir} could not be removed')
