@@ -115,12 +115,8 @@ def mapping_support(libvirtd_version, emulator):
     if have < MAPPING_LIBVIRT:
         return (f'libvirt {".".join(map(str, have))} has no <driver><iothreads> for a'
                 f' disk (libvirt {".".join(map(str, MAPPING_LIBVIRT))} or later)')
-    r = subprocess.run([emulator, '-nodefaults', '-machine', 'none', '-device',
-                        'virtio-blk-pci,help'], capture_output=True, text=True,
-                       timeout=60, check=False)
-    if 'iothread-vq-mapping' not in r.stdout:
-        return f'{emulator} has no iothread-vq-mapping (QEMU 9.0 or later)'
-    return None
+    why = harness.binary_missing_property(emulator, 'iothread-vq-mapping')
+    return why and f'{why} (QEMU 9.0 or later)'
 
 
 class Libvirtd:
@@ -485,15 +481,22 @@ class Test:
             out.append(f'{dev} rd {q["rd_req"]} wr {q["wr_req"]} flush {q["flush_operations"]}')
         return '; '.join(out) + ' during fio, = guest and fio'
 
+    def used_queue(self, vq):
+        """x-query-virtio-queue-status of virtio-disk0's queue vq, which must
+        have completed requests and have none in flight (the domain paused
+        after the I/O)."""
+        path = '/machine/peripheral/virtio-disk0/virtio-backend'
+        q = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=vq)
+        if q['inuse'] != 0 or q['used-idx'] != q['last-avail-idx']:
+            raise Fail(f'queue {vq} of virtio-disk0 has requests in flight: {q}')
+        if q['used-idx'] == 0:
+            raise Fail(f'queue {vq} of virtio-disk0 never used: {q}')
+        return q
+
     def queue_status(self):
         """The documented way to look at a device's queues (docs/install.md);
         with the domain paused after the I/O, nothing is in flight."""
-        path = '/machine/peripheral/virtio-disk0/virtio-backend'
-        q = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=0)
-        if q['inuse'] != 0 or q['used-idx'] != q['last-avail-idx']:
-            raise Fail(f'queue 0 of virtio-disk0 has requests in flight: {q}')
-        if q['used-idx'] == 0:
-            raise Fail(f'queue 0 of virtio-disk0 never used: {q}')
+        q = self.used_queue(0)
         return f'virtio-disk0 queue 0: used-idx {q["used-idx"]}, inuse 0'
 
     def vq_mapping(self):
@@ -502,14 +505,9 @@ class Test:
         has none in flight, and each IOThread has run since the boot."""
         if self.unmapped is not None:
             raise Skip(self.unmapped)
-        path = '/machine/peripheral/virtio-disk0/virtio-backend'
         out = []
         for vq, name in ((0, 'iothread1'), (1, 'iothread2')):
-            q = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=vq)
-            if q['inuse'] != 0 or q['used-idx'] != q['last-avail-idx']:
-                raise Fail(f'queue {vq} of virtio-disk0 has requests in flight: {q}')
-            if q['used-idx'] == 0:
-                raise Fail(f'queue {vq} of virtio-disk0 ({name}) was never used: {q}')
+            q = self.used_queue(vq)
             tid, ns0 = self.threads[name]
             ran = self.run_ns(tid) - ns0
             if ran <= 0:

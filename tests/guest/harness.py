@@ -894,8 +894,12 @@ def check_verify_job(case: Case, name: str, jn: str, j: dict, reader: Optional[d
 def missing_property(prop: str, build: str) -> Optional[str]:
     """Why a case that needs virtio-blk-pci's property @prop cannot run on
     @build's QEMU, or None if it can"""
-    binary = os.path.join(BINDIR or os.path.join(ROOT, 'build', build),
-                          'qemu-system-x86_64')
+    return binary_missing_property(
+        os.path.join(BINDIR or os.path.join(ROOT, 'build', build), 'qemu-system-x86_64'), prop)
+
+
+def binary_missing_property(binary: str, prop: str) -> Optional[str]:
+    """Why QEMU @binary's virtio-blk-pci has no property @prop, or None"""
     out = subprocess.run([binary, '-device', 'virtio-blk-pci,help'],
                          capture_output=True, text=True, check=True).stdout
     if re.search(rf'^\s*{re.escape(prop)}=', out, re.M):
