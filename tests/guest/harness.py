@@ -203,6 +203,10 @@ class Case:
     smp: int = 2                  # the guest's vCPUs (Linux uses a queue per vCPU at most)
     needs: str = ''               # a virtio-blk-pci property the case needs; without it,
                                   # the case reports a skip with the reason
+    # A virtio-blk-pci property the case sets where the build has it;
+    # without it, the case runs with that property taken out of every
+    # disk's props (upstream's behaviour) and says so.
+    optional: str = ''
     # The QEMUs that the case's VMs run, in turn (a migration starts the
     # next): 'build' is the build under test, 'debian' Debian's own
     # qemu-system-x86 of the pinned version (debian_qemu()).  Default:
@@ -905,6 +909,17 @@ def binary_missing_property(binary: str, prop: str) -> Optional[str]:
     if re.search(rf'^\s*{re.escape(prop)}=', out, re.M):
         return None
     return f'this QEMU\'s virtio-blk-pci has no {prop}'
+
+
+def without_property(props: str, prop: str) -> str:
+    """@props (a disk's -device options) without property @prop
+
+    >>> without_property('x-notify-batch=first,serial=a', 'x-notify-batch')
+    'serial=a'
+    >>> without_property('x-notify-batch-max=4', 'x-notify-batch')
+    'x-notify-batch-max=4'
+    """
+    return ','.join(p for p in props.split(',') if p and p.split('=')[0] != prop)
 
 
 def dropped(r: 'Run') -> str:

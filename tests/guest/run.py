@@ -114,6 +114,11 @@ def main() -> int:
             skipped += 1
             print(f'skip {c.name}: {why}', flush=True)
             continue
+        without = ''
+        if c.optional and harness.missing_property(c.optional, a.build):
+            for d in c.disks:
+                d.props = harness.without_property(d.props, c.optional)
+            without = f'without {c.optional}, which this QEMU does not have'
         c.timeout = int(c.timeout * a.timeout_scale)
         if c.soak and a.soak_seconds:
             c.soak = a.soak_seconds
@@ -123,11 +128,13 @@ def main() -> int:
             run = f' (run {i + 1} of {a.repeat})' if a.repeat > 1 else ''
             if ok:
                 passed += 1
+                why = '; '.join(w for w in (without, why) if w)
                 print(f'ok {c.name}{": " + why if why else ""} ({secs:.0f}s){run}', flush=True)
             else:
                 failed += 1
                 first, _, rest = why.partition('\n')
-                print(f'FAIL {c.name}: {first} ({secs:.0f}s){run}', flush=True)
+                print(f'FAIL {c.name}: {first} ({secs:.0f}s){run}'
+                      + (f' ({without})' if without else ''), flush=True)
                 if rest.strip():
                     print(rest, flush=True)
                 break
