@@ -911,6 +911,16 @@ def binary_missing_property(binary: str, prop: str) -> Optional[str]:
     return f'this QEMU\'s virtio-blk-pci has no {prop}'
 
 
+def has_queue_stats(r: 'Run') -> bool:
+    """Whether @r's QEMU has x-query-virtio-queue-stats, which the bookworm
+    line's fork must have (the base and the trixie line have not)"""
+    if 'x-query-virtio-queue-stats' in {c['name'] for c in r.qmp('query-commands')}:
+        return True
+    if r.build == 'fork':
+        raise CaseFail('the fork has no x-query-virtio-queue-stats')
+    return False
+
+
 def without_property(props: str, prop: str) -> str:
     """@props (a disk's -device options) without property @prop
 

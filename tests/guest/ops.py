@@ -31,8 +31,8 @@ import subprocess
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from harness import (CUT_ERRNOS, CaseFail, Run, await_inflight, fio_results, launch,
-                     qmp_call)
+from harness import (CUT_ERRNOS, CaseFail, Run, await_inflight, fio_results, has_queue_stats,
+                     launch, qmp_call)
 
 MIGRATE_TIMEOUT = 120       # seconds for one migration
 MIGRATE_SLOW = 8 << 20      # bytes/s, until the moment to switch over
@@ -532,10 +532,7 @@ def sc_iothreads(r: Run) -> None:
             raise CaseFail(f'vd{i}: queues {few} completed less than a tenth of the'
                            f' requests {used_idx}: the guest did not spread its I/O'
                            ' over them')
-    names = {c['name'] for c in r.qmp('query-commands')}
-    if 'x-query-virtio-queue-stats' not in names:
-        if r.build == 'fork':
-            raise CaseFail('the fork has no x-query-virtio-queue-stats')
+    if not has_queue_stats(r):
         return
     for i, d in enumerate(r.case.disks):
         if d.bus != 'virtio-blk':
