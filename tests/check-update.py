@@ -46,6 +46,8 @@ import subprocess
 import sys
 import tempfile
 
+from lineinfo import line_var
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OLD_VERSION = {'bookworm': '1:7.2+dfsg-7', 'trixie': '1:10.0.2+ds-2'}
 STATUS = re.compile(r'^check-update: +(clean|offset|fuzz|FAILED) +(\S+)$')
@@ -83,9 +85,7 @@ def expected_patches(line):
     names = [f'lines/{line}/patches/{s.strip()}'
              for s in read(f'{TOP}/lines/{line}/patches/series').splitlines()
              if s.strip() and not s.startswith('#')]
-    packaging = subprocess.run(
-        ['bash', '-c', f'top={TOP}; . "$top/scripts/line.sh"; echo "${{LINE_PACKAGING#$top/}}"'],
-        env=dict(os.environ, LINE=line), capture_output=True, text=True, check=True).stdout.strip()
+    packaging = line_var(line, '${LINE_PACKAGING#$top/}')
     return names + ([packaging] if packaging else [])
 
 

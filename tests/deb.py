@@ -68,18 +68,15 @@ import sys
 import tempfile
 import time
 
+import lineinfo
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINE = os.environ.get('LINE', 'bookworm')
 
 
 def line_var(expr):
     """The value of the shell expression EXPR after scripts/line.sh."""
-    r = subprocess.run(['bash', '-c', f'top={TOP}; . "$top/scripts/line.sh"; echo "{expr}"'],
-                       capture_output=True, text=True, check=False,
-                       env=dict(os.environ, LINE=LINE))
-    if r.returncode != 0:
-        raise SystemExit(f'test-deb: {r.stderr.strip()}')
-    return r.stdout.strip()
+    return lineinfo.line_var(LINE, expr)
 
 
 def host_release():

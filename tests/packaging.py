@@ -94,6 +94,8 @@ import subprocess
 import sys
 import tempfile
 
+from lineinfo import line_var
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ['qemu-system-x86', 'qemu-system-common', 'qemu-system-gui',
             'qemu-block-extra', 'qemu-utils']
@@ -127,13 +129,6 @@ def run(cmd, cwd=None, env=None, check=True):
 LINE = 'lines/bookworm'
 PATCHES = f'{LINE}/patches'
 FORMER_PATCHES = 'patches'
-
-
-def line_var(line, expr):
-    """The value of the shell expression EXPR (say "$LINE_CHANGELOG") after
-    scripts/line.sh for LINE=line."""
-    return run(['bash', '-c', f'top={TOP}; . "$top/scripts/line.sh"; echo "{expr}"'],
-               env=dict(os.environ, LINE=line)).stdout.strip()
 
 
 def pinned(line=LINE):

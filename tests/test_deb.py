@@ -10,10 +10,13 @@ root is inside no directory that the test deletes.  Needs root (mount).
 import importlib.util
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# deb.py imports its neighbour lineinfo.py
+sys.path.insert(0, os.path.join(TOP, 'tests'))
 
 
 def load_deb(line):
