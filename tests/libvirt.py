@@ -526,8 +526,8 @@ class Test:
             if ver['major'] < 10:
                 raise Fail('no x-query-virtio-queue-stats: the bookworm line has it')
             raise Skip(f'QEMU {ver["major"]}.{ver["minor"]}.{ver["micro"]} has no '
-                       'x-query-virtio-queue-stats (the bookworm line has it, the '
-                       'trixie line not yet)')
+                       'x-query-virtio-queue-stats (both lines of the fork have it,'
+                       ' Debian\'s QEMU not)')
         st = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=0)
         stats = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-stats', path=path)
         q = next((s for s in stats if s['queue-index'] == 0), None)

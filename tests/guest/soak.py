@@ -352,7 +352,7 @@ class Soak:
     def check_stats_available(self) -> None:
         self.has_stats = has_queue_stats(self.r)
         if not self.has_stats:
-            say('x-query-virtio-queue-stats is not in this build (the base, the trixie line): '
+            say('x-query-virtio-queue-stats is not in this build (the base, Debian\'s QEMU): '
                 'the notification counters are not queried')
 
     def stats(self) -> None:
