@@ -902,8 +902,10 @@ def missing_property(prop: str, build: str) -> Optional[str]:
         os.path.join(BINDIR or os.path.join(ROOT, 'build', build), 'qemu-system-x86_64'), prop)
 
 
+@functools.lru_cache(maxsize=None)
 def binary_missing_property(binary: str, prop: str) -> Optional[str]:
-    """Why QEMU @binary's virtio-blk-pci has no property @prop, or None"""
+    """Why QEMU @binary's virtio-blk-pci has no property @prop, or None
+    (asked once per binary and property: run.py asks for every case)"""
     out = subprocess.run([binary, '-device', 'virtio-blk-pci,help'],
                          capture_output=True, text=True, check=True).stdout
     if re.search(rf'^\s*{re.escape(prop)}=', out, re.M):
