@@ -470,8 +470,14 @@ def metrics(r: dict) -> dict:
     return m
 
 
+def pinnable(cell: Cell) -> bool:
+    """Whether --pin can give each of the cell's IOThreads a CPU of its own
+    and leave at least one CPU to everything else."""
+    return cell.iothreads < len(os.sched_getaffinity(0))
+
+
 def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str,
-                kick: str, qtest_log: str = 'none') -> List[str]:
+                kick: str, qtest_log: str = 'none', pin: bool = False) -> List[str]:
     """The vblk-load command line of one run of a cell (--json output)."""
     cmd = [LOADGEN, '--qemu', build.qemu,
            '--json', '--mode', 'irq', '--rw', cell.rw, '--queues', str(cell.queues),
@@ -486,12 +492,14 @@ def loadgen_cmd(build: Build, cell: Cell, duration: float, ramp: float, out: str
         cmd += ['--iothreads', str(cell.iothreads)]
     if build.props:
         cmd += ['--device-opts', build.props]
+    if pin:
+        cmd.append('--pin')
     return cmd
 
 
 def loadgen(build: Build, cell: Cell, args, strace: bool = False) -> dict:
     cmd = loadgen_cmd(build, cell, args.duration, args.ramp, args.out, args.kick,
-                      args.qtest_log)
+                      args.qtest_log, args.pin and pinnable(cell))
     if strace:
         cmd.append('--strace')
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -596,6 +604,28 @@ def load_report(res: dict) -> List[str]:
     return L
 
 
+def pin_note(res: dict) -> str:
+    """What the report says about --pin.
+
+    >>> pin_note({'cells': {}})
+    ''
+    >>> n = pin_note({'pin': True, 'cells': {'a': {'pinned': True}, 'b': {'pinned': False}}})
+    >>> n[:40]
+    ' IOThreads pinned (--pin): each on a CPU'
+    >>> n.split('. ')[-1]
+    'Unpinned (as many IOThreads as CPUs): b.'
+    """
+    if not res.get('pin'):
+        return ''
+    note = (' IOThreads pinned (--pin): each on a CPU of its own, every other thread '
+            '(QEMU\'s main loop, its workers, the driver threads) on the other CPUs, '
+            'as a host that pins its IOThreads would run them.')
+    loose = [n for n, c in res['cells'].items() if not c.get('pinned')]
+    if loose:
+        note += ' Unpinned (as many IOThreads as CPUs): ' + ', '.join(loose) + '.'
+    return note
+
+
 def report(res: dict) -> str:
     builds = res['builds']
     ref = builds[0]
@@ -635,7 +665,7 @@ def report(res: dict) -> str:
               'same file (the bound). Others: CPUs used by other processes during the '
               'measured windows (median). Kicks waited: the share of kicks that found the '
               'qtest channel taken by another driver thread, and their mean wait (median '
-              'of the runs; see docs/vblk-load.md).', '',
+              'of the runs; see docs/vblk-load.md).' + pin_note(res), '',
               '| cell | rounds | ' + ' | '.join(f'{b} IOPS' for b in builds)
               + ' | spread ' + ', '.join(builds)
               + ' | host fio | others CPUs | kicks waited | stopped by |',
@@ -1193,6 +1223,10 @@ def main() -> None:
                          'loop to take a kick, as a KVM guest does not; sync waits '
                          '(what make bench did before); eventfd writes the queue\'s '
                          'ioeventfd itself, as KVM does: no main loop on the kick path')
+    ap.add_argument('--pin', action='store_true',
+                    help='each IOThread on a CPU of its own, every other thread on the '
+                    'other CPUs (vblk-load --pin); a cell with as many IOThreads as CPUs '
+                    'runs unpinned, and the report says so')
     ap.add_argument('--qtest-log', default='none', metavar='FILE',
                     help='vblk-load --qtest-log (default none; /dev/null, as before '
                          '2026-12-03, adds a formatted log line per kick to the main loop)')
@@ -1270,7 +1304,7 @@ def main() -> None:
     res = {'machine': machine(), 'mode': 'full' if args.full else 'quick',
            'command': shlex.join(['python3', 'bench/run.py'] + sys.argv[1:]),
            'reps': args.reps, 'duration': args.duration, 'ramp': args.ramp, 'kick': args.kick,
-           'qtest_log': args.qtest_log,
+           'qtest_log': args.qtest_log, 'pin': args.pin,
            'builds': labels, 'build_specs': {b.label: b.spec() for b in builds},
            'stats': {'reps': args.reps, 'max_reps': args.max_reps, 'ci_width': args.ci_width,
                      'cell_time': args.cell_time, 'confidence': CONFIDENCE,
@@ -1291,7 +1325,7 @@ def main() -> None:
         res['cells'][c.name] = {'backend': c.backend, 'rw': c.rw, 'queues': c.queues,
                                 'depth': c.depth, 'poll': c.poll, 'threads': c.threads,
                                 'iothreads': c.iothreads, 'runs': runs, 'host_fio_iops': fio,
-                                'stopped': why}
+                                'stopped': why, 'pinned': args.pin and pinnable(c)}
         cis = [cell_ci(res['cells'][c.name], labels[0], x, 'iops') for x in labels[1:]]
         print(f'[{i + 1}/{len(cells)} {time.time() - t0:.0f}s] {c.name}: '
               f'{len(runs[labels[0]])} rounds; '

@@ -55,6 +55,20 @@ case $out in
 *'"check": "ok"'*) ok "QEMU's virtqueue counters agree with the driver" ;;
 *) bad "QEMU's virtqueue counters"; echo "$out" | tail -8 ;;
 esac
+# --pin: the IOThread alone on the highest allowed CPU (vblk-load checks the
+# affinity it set), or a clear refusal where there is no CPU to spare
+cpus=$(nproc)
+if [ "$cpus" -ge 2 ]; then
+    out=$(timeout 60 $V --qemu "$QEMU" --duration 0.2 --pin --json 2>&1)
+    last=$(taskset -c -p $$ | sed 's/.*[,-]//; s/.*: *//')
+    case $out in
+    *"\"pinned_cpus\": [$last],"*) ok "--pin: the IOThread on CPU $last" ;;
+    *) bad "--pin: expected \"pinned_cpus\": [$last]"; echo "$out" | tail -5 ;;
+    esac
+    [ "$cpus" -gt 16 ] || run "--pin, as many IOThreads as CPUs" 2 --qemu "$QEMU" --duration 0.2 --pin \
+            --iothreads "$cpus" --queues "$cpus"
+fi
+run "--pin without an IOThread"  2 --qemu "$QEMU" --duration 0.2 --pin --iothread off
 # a hostile guest (chaos.sh runs all cases): one that breaks the device, one
 # that must not, and a self-test that must fail
 run "chaos: zero-length buffer"  0 --qemu "$QEMU" --chaos zero-len

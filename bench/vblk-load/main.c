@@ -63,6 +63,8 @@ static void usage(FILE *f)
 "  --iothread on|off    put the device on an IOThread (default on)\n"
 "  --iothreads N        spread the device's queues over N IOThreads (2..16)\n"
 "                       with iothread-vq-mapping (QEMU 9.0 and later)\n"
+"  --pin                a CPU of its own for each IOThread (the highest allowed\n"
+"                       CPUs), the other allowed CPUs for every other thread\n"
 "  --poll-max-ns N      the IOThread's poll-max-ns (default: QEMU's)\n"
 "  --ring split|packed  virtqueue layout (default split; packed negotiates\n"
 "                       VIRTIO_F_RING_PACKED and sets the device's packed=on)\n"
@@ -149,6 +151,11 @@ static bool parse_onoff(const char *name, const char *v)
     return false;
 }
 
+unsigned iothread_count(void)
+{
+    return opt.iothread ? (opt.iothreads ? opt.iothreads : 1) : 0;
+}
+
 const char *iothread_label(void)
 {
     static char s[16];
@@ -167,7 +174,7 @@ static void parse_args(int argc, char **argv)
     enum { O_QEMU = 256, O_QUEUES, O_DEPTH, O_BS, O_RW, O_MIX, O_DUR, O_EVIDX, O_IOT,
            O_MODE, O_BDEV, O_JSON, O_VERIFY, O_TIMEOUT, O_QSIZE, O_DEVOPTS, O_SEED, O_RAMP,
            O_STRACE, O_POLLMAX, O_SPIN, O_THREADS, O_KICK, O_CHAOS, O_QTESTLOG, O_RING,
-           O_AIO, O_IOTS };
+           O_AIO, O_IOTS, O_PIN };
     static const struct option lo[] = {
         { "qemu", 1, 0, O_QEMU }, { "queues", 1, 0, O_QUEUES }, { "depth", 1, 0, O_DEPTH },
         { "bs", 1, 0, O_BS }, { "rw", 1, 0, O_RW }, { "rwmixread", 1, 0, O_MIX },
@@ -180,6 +187,7 @@ static void parse_args(int argc, char **argv)
         { "qtest-log", 1, 0, O_QTESTLOG },
         { "threads", 0, 0, O_THREADS }, { "kick", 1, 0, O_KICK }, { "chaos", 1, 0, O_CHAOS },
         { "ring", 1, 0, O_RING }, { "aio", 1, 0, O_AIO }, { "iothreads", 1, 0, O_IOTS },
+        { "pin", 0, 0, O_PIN },
         { "help", 0, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -212,6 +220,7 @@ static void parse_args(int argc, char **argv)
         case O_EVIDX: opt.event_idx = parse_onoff("--event-idx", optarg); break;
         case O_IOT: opt.iothread = parse_onoff("--iothread", optarg); break;
         case O_IOTS: opt.iothreads = parse_uint("--iothreads", optarg, 2, 16); break;
+        case O_PIN: opt.pin = true; break;
         case O_RING:
             if (!strcmp(optarg, "split") || !strcmp(optarg, "packed")) {
                 opt.packed = !strcmp(optarg, "packed");
@@ -296,6 +305,11 @@ static void parse_args(int argc, char **argv)
     }
     if (opt.iothreads && !opt.iothread) {
         fprintf(stderr, "vblk-load: --iothreads needs --iothread on\n");
+        exit(2);
+    }
+    if (opt.pin && (!opt.iothread || opt.chaos)) {
+        fprintf(stderr, "vblk-load: --pin needs --iothread on, and is for load runs, "
+                "not --chaos\n");
         exit(2);
     }
     if (!opt.iothread && opt.poll_max_ns >= 0) {
@@ -397,6 +411,9 @@ int main(int argc, char **argv)
                 "(reduce --queues, --depth or --bs)\n", ram_size >> 20);
         return 2;
     }
+    if (opt.pin) {
+        pin_prepare();
+    }
     ram_create(ram_size);
     struct qemu_conn conn;
     qemu_start(&conn);
@@ -405,6 +422,9 @@ int main(int argc, char **argv)
     cfg_rl(0);
     ram_unlink();
     qmp_attach(conn.qmp_fd);
+    if (opt.pin) {
+        pin_iothreads();
+    }
 
     virtio_init();
     if (opt.kick_eventfd) {
@@ -514,9 +534,14 @@ int main(int argc, char **argv)
         printf("  \"event_idx\": %s, \"iothread\": %s, \"iothreads\": %u, \"mode\": \"%s\","
                " \"verify\": %s, \"ring\": \"%s\",\n",
                opt.event_idx ? "true" : "false", opt.iothread ? "true" : "false",
-               opt.iothread ? (opt.iothreads ? opt.iothreads : 1) : 0,
+               iothread_count(),
                opt.irq ? "irq" : "poll", opt.verify ? "true" : "false",
                opt.packed ? "packed" : "split");
+        printf("  \"pinned_cpus\": [");
+        for (unsigned i = 0; opt.pin && i < iothread_count(); i++) {
+            printf("%s%d", i ? ", " : "", pin_cpu[i]);
+        }
+        printf("],\n");
         printf("  \"elapsed_s\": %.6f, \"requests\": %" PRIu64 ", \"reads\": %" PRIu64
                ", \"writes\": %" PRIu64 ", \"verified_reads\": %" PRIu64 ",\n",
                elapsed, n.done, n.reads, n.writes, n.verified);

@@ -5,10 +5,13 @@
  */
 #include "qemu.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,7 +390,7 @@ void qemu_start(struct qemu_conn *c)
     argv[a++] = "-object"; argv[a++] = mem_obj;
     argv[a++] = "-machine"; argv[a++] = "memory-backend=mem";
     static char iot[16][96];
-    for (unsigned i = 0; opt.iothread && i < (opt.iothreads ? opt.iothreads : 1); i++) {
+    for (unsigned i = 0; i < iothread_count(); i++) {
         if (opt.poll_max_ns >= 0) {
             snprintf(iot[i], sizeof(iot[i]), "iothread,id=iothread%u,poll-max-ns=%ld", i,
                      opt.poll_max_ns);
@@ -444,4 +447,97 @@ void qemu_start(struct qemu_conn *c)
     }
     c->qtest_fd = accept_qemu(lfd, sock_path);
     c->qmp_fd = accept_qemu(mfd, qmp_path);
+}
+
+/*
+ * On a machine with few CPUs the scheduler puts a polling IOThread beside
+ * a driver thread in one run and apart from it in the next, and a run's
+ * IOPS then differ by half from the run before.  A host that pins its
+ * IOThreads (libvirt's <iothreadpin>) has no such lottery; --pin makes
+ * the runs of a benchmark the same kind of host.
+ */
+int pin_cpu[16];
+
+void pin_prepare(void)
+{
+    cpu_set_t allowed, rest;
+    unsigned n = iothread_count(), k = 0;
+
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
+        die("--pin: sched_getaffinity: %s", strerror(errno));
+    }
+    if ((unsigned)CPU_COUNT(&allowed) <= n) {
+        fprintf(stderr, "vblk-load: --pin needs more CPUs than IOThreads: %d CPU(s) "
+                "allowed, %u IOThread(s); run without --pin\n", CPU_COUNT(&allowed), n);
+        exit(2);
+    }
+    rest = allowed;
+    for (int cpu = CPU_SETSIZE - 1; cpu >= 0 && k < n; cpu--) {
+        if (CPU_ISSET(cpu, &allowed)) {
+            pin_cpu[k++] = cpu;
+            CPU_CLR(cpu, &rest);
+        }
+    }
+    if (sched_setaffinity(0, sizeof(rest), &rest) < 0) {
+        die("--pin: sched_setaffinity: %s", strerror(errno));
+    }
+}
+
+void pin_iothreads(void)
+{
+    char path[64], comm[32];
+    unsigned n = iothread_count(), found = 0, id;
+    struct dirent *de;
+    DIR *d;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)qemu_pid);
+    d = opendir(path);
+    if (!d) {
+        die("--pin: %s: %s", path, strerror(errno));
+    }
+    while ((de = readdir(d))) {
+        FILE *f;
+        int tid;
+        char extra;
+
+        if (!isdigit((unsigned char)de->d_name[0])) {
+            continue;
+        }
+        tid = atoi(de->d_name);
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)qemu_pid, tid);
+        f = fopen(path, "r");
+        if (!f) {
+            continue;
+        }
+        comm[0] = 0;
+        if (!fgets(comm, sizeof(comm), f)) {
+            comm[0] = 0;
+        }
+        fclose(f);
+        /* debug-threads=on names an IOThread "IO " and its id */
+        if (sscanf(comm, "IO iothread%u%c", &id, &extra) != 2 || extra != '\n' ||
+            id >= n) {
+            continue;
+        }
+        cpu_set_t one, now;
+        CPU_ZERO(&one);
+        CPU_SET(pin_cpu[id], &one);
+        if (sched_setaffinity(tid, sizeof(one), &one) < 0 ||
+            sched_getaffinity(tid, sizeof(now), &now) < 0) {
+            closedir(d);
+            die("--pin: IOThread %u (thread %d) to CPU %d: %s", id, tid, pin_cpu[id],
+                strerror(errno));
+        }
+        if (!CPU_EQUAL(&one, &now)) {
+            closedir(d);
+            die("--pin: IOThread %u (thread %d) is not on CPU %d alone", id, tid,
+                pin_cpu[id]);
+        }
+        found++;
+    }
+    closedir(d);
+    if (found != n) {
+        die("--pin: found %u of QEMU's %u IOThread(s) in /proc/%d/task", found, n,
+            (int)qemu_pid);
+    }
 }

@@ -34,6 +34,17 @@ const char *qemu_log(void);
  * if it is still running (cleanup() kills it). */
 int qemu_stop(double secs);
 
+/*
+ * --pin: a CPU of its own for each IOThread, the other allowed CPUs for
+ * every other thread (ours, QEMU's main loop and workers).  pin_prepare()
+ * runs before qemu_start() and any thread, so that everything started
+ * later inherits the shared CPUs; pin_iothreads() then moves QEMU's
+ * IOThreads, once QEMU is up.  pin_cpu[i] is IOThread i's CPU.
+ */
+void pin_prepare(void);
+void pin_iothreads(void);
+extern int pin_cpu[16];
+
 /* Stop QEMU and strace, remove the files.  Idempotent. */
 void cleanup(void);
 

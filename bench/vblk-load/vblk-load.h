@@ -32,6 +32,7 @@ struct options {
     unsigned rwmix_read;
     double duration, ramp;
     bool strace, spin, threads, kick_async, kick_eventfd;
+    bool pin;               /* --pin: each IOThread on a CPU of its own */
     long poll_max_ns;
     bool event_idx, iothread, irq, json, verify;
     unsigned iothreads;     /* >= 2: the queues over this many IOThreads */
@@ -85,5 +86,7 @@ static inline void cpu_relax(void)
 /* The IOThread setup as the reports name it: "on", "off", or "xN" for
  * --iothreads N */
 const char *iothread_label(void);
+/* How many IOThreads QEMU gets: 0 with --iothread off, else 1 or N */
+unsigned iothread_count(void);
 
 #endif
