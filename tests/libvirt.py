@@ -481,16 +481,18 @@ class Test:
             out.append(f'{dev} rd {q["rd_req"]} wr {q["wr_req"]} flush {q["flush_operations"]}')
         return '; '.join(out) + ' during fio, = guest and fio'
 
-    def used_queue(self, vq):
+    def used_queue(self, vq, iothread=None):
         """x-query-virtio-queue-status of virtio-disk0's queue vq, which must
         have completed requests and have none in flight (the domain paused
-        after the I/O)."""
+        after the I/O); iothread names the thread that serves it, for the
+        message."""
         path = '/machine/peripheral/virtio-disk0/virtio-backend'
+        what = f'queue {vq} of virtio-disk0' + (f' (on {iothread})' if iothread else '')
         q = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=vq)
         if q['inuse'] != 0 or q['used-idx'] != q['last-avail-idx']:
-            raise Fail(f'queue {vq} of virtio-disk0 has requests in flight: {q}')
+            raise Fail(f'{what} has requests in flight: {q}')
         if q['used-idx'] == 0:
-            raise Fail(f'queue {vq} of virtio-disk0 never used: {q}')
+            raise Fail(f'{what} never used: {q}')
         return q
 
     def queue_status(self):
@@ -507,7 +509,7 @@ class Test:
             raise Skip(self.unmapped)
         out = []
         for vq, name in ((0, 'iothread1'), (1, 'iothread2')):
-            q = self.used_queue(vq)
+            q = self.used_queue(vq, name)
             tid, ns0 = self.threads[name]
             ran = self.run_ns(tid) - ns0
             if ran <= 0:
@@ -518,7 +520,8 @@ class Test:
 
     def queue_stats(self):
         """The fork's counters (docs/notify-batch.md), read as docs/install.md
-        shows: they agree with the queue's own state."""
+        shows: they agree with the queue's own state, which has nothing in
+        flight (the domain paused after the I/O)."""
         path = '/machine/peripheral/virtio-disk0/virtio-backend'
         names = [c['name'] for c in self.lv.qmp(DOMAIN, 'query-commands')]
         if 'x-query-virtio-queue-stats' not in names:
@@ -528,7 +531,7 @@ class Test:
             raise Skip(f'QEMU {ver["major"]}.{ver["minor"]}.{ver["micro"]} has no '
                        'x-query-virtio-queue-stats (both lines of the fork have it,'
                        ' Debian\'s QEMU not)')
-        st = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-status', path=path, queue=0)
+        st = self.used_queue(0)
         stats = self.lv.qmp(DOMAIN, 'x-query-virtio-queue-stats', path=path)
         q = next((s for s in stats if s['queue-index'] == 0), None)
         if q is None:
