@@ -866,6 +866,10 @@ TAP_RE = re.compile(r'^(ok|not ok) \d+ (\S+)(.*)$')
 def run_tap_binary(cmd, build, suite, res, timeout):
     """Run a glib test binary with --tap; one result per test case."""
     log(f'-- {" ".join(cmd)}')
+    if not os.access(cmd[0], os.X_OK):
+        res.add(suite, os.path.basename(cmd[0]), 'fail',
+                f'not built: {cmd[0]} is missing')
+        return
     seen = 0
 
     def on_line(line):
@@ -915,11 +919,15 @@ def qos_prefixes(build):
 def run_qtests(build, res, suite='qtest'):
     log(f'== block qtests (x86_64) on {os.path.relpath(build, TOP)}')
     qos = f'{build}/tests/qtest/qos-test'
-    prefixes = qos_prefixes(build)
+    if os.access(qos, os.X_OK):
+        prefixes = qos_prefixes(build)
+        why = 'no qos-test path for this device'
+    else:
+        prefixes = []
+        why = f'not built: {qos} is missing'
     for dev in QOS_DEVICES:
         if not any(p.endswith('/' + dev) for p in prefixes):
-            res.add(suite, f'qos-test:{dev}', 'fail',
-                    'no qos-test path for this device')
+            res.add(suite, f'qos-test:{dev}', 'fail', why)
     for prefix in prefixes:
         run_tap_binary([qos, '-r', prefix], build, suite, res,
                        QTEST_TIMEOUT)

@@ -251,6 +251,25 @@ class StartedReported(unittest.TestCase):
                          {('a', 'pass'), ('b', 'pass'), ('configure.py', 'fail')})
 
 
+class QtestsNotBuilt(unittest.TestCase):
+    """A build without its test binaries fails each of them by name, with
+    the path that is missing, instead of stopping the run."""
+
+    def test_missing_binaries(self):
+        res = run.Results(run.KnownFailures(os.devnull, 'fork'))
+        with tempfile.TemporaryDirectory() as build, \
+             redirect_stdout(io.StringIO()):
+            run.run_qtests(build, res)
+        failed = {i['test']: i['detail'] for i in res.items
+                  if i['status'] == 'fail'}
+        self.assertEqual(len(res.items), len(failed))
+        self.assertEqual(set(failed), {f'qos-test:{d}' for d in run.QOS_DEVICES} |
+                         set(run.QTESTS))
+        for test, detail in failed.items():
+            self.assertRegex(detail, r'^not built: .*/tests/qtest/\S+ is missing$',
+                             test)
+
+
 class PlantedMustFail(unittest.TestCase):
     """run_planted: a planted defect counts as seen only if its case
     FAILs with the words its pattern wants; a case that passes is a blind
